@@ -1,0 +1,55 @@
+"""The HTTP application: ``/mcp`` and ``/healthz`` under one lifespan that runs the hub, and its server loop."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Mount, Route
+
+from hanzo_hub.config import HubSettings
+from hanzo_hub.hub.core import Hub
+from hanzo_hub.hub.server import build_server
+from hanzo_hub.transports.http import mcp_app
+
+logger = logging.getLogger(__name__)
+
+
+def build_app(settings: HubSettings) -> Starlette:
+    """A Starlette app serving the hub; entering its lifespan starts the hub, leaving it stops every server."""
+    hub = Hub(settings)
+    server = build_server(hub)
+    inner = mcp_app(server, settings.http)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
+        async with hub.run(), server.session_manager.run():
+            yield {"hub": hub}
+
+    async def healthz(request: Request) -> JSONResponse:
+        report = hub.health()
+        report["detail"] = {name: {"state": s["state"]} for name, s in report["detail"].items()}
+        return JSONResponse(report)
+
+    return Starlette(routes=[Route("/healthz", healthz), Mount("/", app=inner)], lifespan=lifespan)
+
+
+async def serve_http(settings: HubSettings) -> None:
+    """Serve until SIGINT/SIGTERM; uvicorn's graceful shutdown runs the lifespan exit, which stops every server."""
+    config = uvicorn.Config(
+        build_app(settings),
+        host=settings.http.host,
+        port=settings.http.port,
+        log_level=settings.log_level.lower(),
+        lifespan="on",
+        access_log=False,
+        log_config=None,
+        timeout_graceful_shutdown=int(settings.backends.shutdown_timeout) + 1,
+    )
+    await uvicorn.Server(config).serve()

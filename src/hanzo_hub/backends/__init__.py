@@ -1,0 +1,1 @@
+"""Downstream MCP connections: one module per transport, supervised by the pool."""

@@ -1,0 +1,112 @@
+"""How a downstream spec becomes something ``mcp.Client`` connects to, chosen through a dispatch table.
+
+Each transport module exposes ``connect(spec, context) -> target``; the target is an ``mcp.Client`` target (a
+``Transport`` context manager or an in-process server). Adding a transport means one module and one table entry.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+from mcp.client._transport import ReadStream, TransportStreams
+from mcp.shared.message import SessionMessage
+
+from hanzo_hub.config import ServerSpec
+
+CONNECTORS: dict[str, str] = {
+    "stdio": "hanzo_hub.backends.stdio:connect",
+    "http": "hanzo_hub.backends.http:connect_streamable",
+    "sse": "hanzo_hub.backends.http:connect_sse",
+    "inproc": "hanzo_hub.backends.inproc:connect",
+}
+
+
+@dataclass(frozen=True)
+class ConnectContext:
+    """What a connector may use besides the spec."""
+
+    server: str
+    log_dir: Path
+    connect_timeout: float
+
+
+class Connector(Protocol):
+    """Builds a fresh ``mcp.Client`` target for one connection attempt."""
+
+    def __call__(self, spec: Any, context: ConnectContext) -> Any: ...
+
+
+@cache
+def _load(kind: str) -> Connector:
+    module, _, attr = CONNECTORS[kind].partition(":")
+    connector: Connector = getattr(importlib.import_module(module), attr)
+    return connector
+
+
+def build_target(spec: ServerSpec, context: ConnectContext) -> Any:
+    """A new ``mcp.Client`` target for ``spec``."""
+    return _load(spec.kind)(spec, context)
+
+
+class _WatchedReadStream:
+    """Delegates to a transport's read stream and reports each non-message item and the end of the stream."""
+
+    def __init__(
+        self,
+        inner: ReadStream[SessionMessage | Exception],
+        on_junk: Callable[[Exception], None],
+        on_end: Callable[[], None],
+    ) -> None:
+        self._inner = inner
+        self._on_junk = on_junk
+        self._on_end = on_end
+
+    async def receive(self) -> SessionMessage | Exception:
+        try:
+            item = await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._on_end()
+            raise
+        if isinstance(item, Exception):
+            self._on_junk(item)
+        return item
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _WatchedReadStream:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _WatchedReadStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def watched(
+    transport: AbstractAsyncContextManager[TransportStreams],
+    on_junk: Callable[[Exception], None],
+    on_end: Callable[[], None],
+) -> AbstractAsyncContextManager[TransportStreams]:
+    """Wrap a transport so the supervisor hears of unparseable lines and of the end of the read side."""
+
+    @asynccontextmanager
+    async def run() -> AsyncIterator[TransportStreams]:
+        async with transport as (read, write):
+            yield _WatchedReadStream(read, on_junk, on_end), write  # type: ignore[misc]
+
+    return run()

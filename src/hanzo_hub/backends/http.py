@@ -1,0 +1,41 @@
+"""Remote downstream servers: streamable HTTP and the legacy HTTP+SSE transport, on the SDK's httpx2 stack."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx2
+from mcp.client._transport import TransportStreams
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+
+from hanzo_hub.backends.base import ConnectContext
+from hanzo_hub.config import HttpServerSpec, SseServerSpec
+
+READ_TIMEOUT = 300.0
+"""Idle time allowed on a server-sent event stream."""
+
+
+def _headers(spec: HttpServerSpec | SseServerSpec) -> dict[str, str]:
+    return {name: value.get_secret_value() for name, value in spec.headers.items()}
+
+
+@asynccontextmanager
+async def connect_streamable(spec: HttpServerSpec, context: ConnectContext) -> AsyncIterator[TransportStreams]:
+    """A streamable HTTP transport with the spec's headers; the HTTP client lives as long as the connection."""
+    timeout = httpx2.Timeout(context.connect_timeout, read=READ_TIMEOUT)
+    async with (
+        httpx2.AsyncClient(headers=_headers(spec), timeout=timeout) as http,
+        streamable_http_client(spec.url, http_client=http) as streams,
+    ):
+        yield streams
+
+
+@asynccontextmanager
+async def connect_sse(spec: SseServerSpec, context: ConnectContext) -> AsyncIterator[TransportStreams]:
+    """A legacy HTTP+SSE transport."""
+    async with sse_client(
+        spec.url, headers=_headers(spec), timeout=context.connect_timeout, sse_read_timeout=READ_TIMEOUT
+    ) as streams:
+        yield streams

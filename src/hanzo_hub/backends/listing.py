@@ -1,0 +1,118 @@
+"""What one downstream server offers: tools, resources, templates, prompts, and how to fetch them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+import mcp_types as types
+from mcp import Client, MCPError
+
+MAX_PAGES = 100
+"""A paginator that never ends cannot hang discovery."""
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One server's lists, from a snapshot or from the live server."""
+
+    tools: tuple[types.Tool, ...] = ()
+    resources: tuple[types.Resource, ...] = ()
+    templates: tuple[types.ResourceTemplate, ...] = ()
+    prompts: tuple[types.Prompt, ...] = ()
+    server_info: dict[str, Any] | None = None
+    instructions: str | None = None
+    source: Literal["snapshot", "live"] = "live"
+    capabilities: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready form (wire field names)."""
+
+        def dump(items: tuple[Any, ...]) -> list[dict[str, Any]]:
+            return [item.model_dump(mode="json", by_alias=True, exclude_none=True) for item in items]
+
+        return {
+            "tools": dump(self.tools),
+            "resources": dump(self.resources),
+            "resourceTemplates": dump(self.templates),
+            "prompts": dump(self.prompts),
+            "serverInfo": self.server_info,
+            "instructions": self.instructions,
+            "capabilities": self.capabilities,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], source: Literal["snapshot", "live"] = "snapshot") -> Listing:
+        """Parse the form written by ``to_json``."""
+        return cls(
+            tools=tuple(types.Tool.model_validate(t) for t in data.get("tools", ())),
+            resources=tuple(types.Resource.model_validate(r) for r in data.get("resources", ())),
+            templates=tuple(types.ResourceTemplate.model_validate(t) for t in data.get("resourceTemplates", ())),
+            prompts=tuple(types.Prompt.model_validate(p) for p in data.get("prompts", ())),
+            server_info=data.get("serverInfo"),
+            instructions=data.get("instructions"),
+            capabilities=data.get("capabilities") or {},
+            source=source,
+        )
+
+    def content_hash(self) -> str:
+        """A hash of the lists (not of where they came from), to tell whether a live list differs."""
+        body = self.to_json()
+        body.pop("serverInfo", None)
+        body.pop("instructions", None)
+        body.pop("capabilities", None)
+        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+async def fetch_listing(client: Client, timeout: float) -> Listing:
+    """Fetch every list the server's capabilities announce, page by page, within ``timeout`` seconds.
+
+    Raises:
+        TimeoutError: the server took longer.
+        MCPError: the server refused a list it announced.
+    """
+    caps = client.server_capabilities
+    tools: list[types.Tool] = []
+    resources: list[types.Resource] = []
+    templates: list[types.ResourceTemplate] = []
+    prompts: list[types.Prompt] = []
+
+    async def walk(method: Any, attr: str, into: list[Any]) -> None:
+        cursor: str | None = None
+        for _ in range(MAX_PAGES):
+            page = await method(cursor=cursor, cache_mode="refresh")
+            into.extend(getattr(page, attr))
+            cursor = page.next_cursor
+            if cursor is None:
+                return
+
+    async def optional(method: Any, attr: str, into: list[Any]) -> None:
+        try:
+            await walk(method, attr, into)
+        except MCPError as exc:
+            if exc.code != types.METHOD_NOT_FOUND:
+                raise
+
+    with anyio.fail_after(timeout):
+        async with anyio.create_task_group() as tg:
+            if caps.tools is not None:
+                tg.start_soon(walk, client.list_tools, "tools", tools)
+            if caps.resources is not None:
+                tg.start_soon(walk, client.list_resources, "resources", resources)
+                tg.start_soon(optional, client.list_resource_templates, "resource_templates", templates)
+            if caps.prompts is not None:
+                tg.start_soon(walk, client.list_prompts, "prompts", prompts)
+    info = client.server_info
+    return Listing(
+        tools=tuple(tools),
+        resources=tuple(resources),
+        templates=tuple(templates),
+        prompts=tuple(prompts),
+        server_info=info.model_dump(mode="json", by_alias=True, exclude_none=True) if info else None,
+        instructions=client.instructions,
+        capabilities=caps.model_dump(mode="json", by_alias=True, exclude_none=True),
+        source="live",
+    )

@@ -1,0 +1,157 @@
+"""All downstream servers: their supervisors, the cap on running servers, the idle reaper, and clean shutdown.
+
+``async with BackendPool(...) as pool`` owns one task group in which every connection task runs. Leaving the
+context stops every server concurrently under a shielded, bounded scope, so no child process outlives the pool,
+even when the hub is cancelled.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from hanzo_hub.backends.base import ConnectContext
+from hanzo_hub.backends.supervisor import STOP_GRACE, State, Supervisor, SupervisorHooks
+from hanzo_hub.config import BackendSettings, ServerSpec
+from hanzo_hub.errors import BackendError, HubError
+
+logger = logging.getLogger(__name__)
+
+REAPER_MAX_INTERVAL = 30.0
+
+
+class _RunningSlots:
+    """Caps running servers; evicts the least recently used idle one to make room."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self.running: set[Supervisor] = set()
+        self._freed = anyio.Event()
+
+    async def acquire(self, supervisor: Supervisor) -> None:
+        while len(self.running) >= self._limit:
+            idle = [s for s in self.running if s.in_flight == 0 and s.state is State.RUNNING]
+            if idle:
+                victim = min(idle, key=lambda s: s.last_used)
+                logger.info("stopping idle server %s to make room for %s", victim.name, supervisor.name)
+                await victim.stop()
+                continue
+            await self._freed.wait()
+        self.running.add(supervisor)
+
+    def release(self, supervisor: Supervisor) -> None:
+        self.running.discard(supervisor)
+        self._freed.set()
+        self._freed = anyio.Event()
+
+
+class BackendPool:
+    """Supervisors for every configured downstream server."""
+
+    def __init__(
+        self,
+        servers: Mapping[str, ServerSpec],
+        settings: BackendSettings,
+        log_dir: Path,
+        hooks: SupervisorHooks,
+        clock: Callable[[], float] = anyio.current_time,
+    ) -> None:
+        self._specs = {name: spec for name, spec in servers.items() if spec.enabled}
+        self._settings = settings
+        self._log_dir = log_dir
+        self._hooks = hooks
+        self._clock = clock
+        self._slots = _RunningSlots(settings.max_running)
+        self._tg: anyio.abc.TaskGroup | None = None
+        self.supervisors: dict[str, Supervisor] = {}
+
+    async def __aenter__(self) -> BackendPool:
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        for name, spec in self._specs.items():
+            context = ConnectContext(server=name, log_dir=self._log_dir, connect_timeout=self._settings.connect_timeout)
+            self.supervisors[name] = Supervisor(
+                name, spec, self._settings, context, self._hooks, self._slots, tg, clock=self._clock
+            )
+        if self._settings.idle_timeout > 0:
+            tg.start_soon(self._reap_idle)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        assert self._tg is not None
+        # Stop every server before cancelling the task group, shielded so a cancelled hub still reaps its
+        # children; each stop is bounded, and they run concurrently so shutdown takes one grace period, not N.
+        with anyio.CancelScope(shield=True), anyio.move_on_after(self._settings.shutdown_timeout + STOP_GRACE * 2):
+            await self.stop_all()
+        self._tg.cancel_scope.cancel()
+        return await self._tg.__aexit__(exc_type, exc, tb)
+
+    def get(self, name: str) -> Supervisor:
+        """The supervisor of ``name``."""
+        return self.supervisors[name]
+
+    @property
+    def running(self) -> set[Supervisor]:
+        """Servers running now."""
+        return set(self._slots.running)
+
+    async def stop_all(self) -> None:
+        """Stop every running server, concurrently."""
+        async with anyio.create_task_group() as tg:
+            for supervisor in self.supervisors.values():
+                if supervisor.state is not State.STOPPED:
+                    tg.start_soon(supervisor.stop)
+
+    def start_discovery(self, names: Iterable[str], on_done: Callable[[], None]) -> None:
+        """Start, in the background, the servers in ``names`` (those without a snapshot), a few at a time."""
+        assert self._tg is not None
+        self._tg.start_soon(self._discover, list(names), on_done)
+
+    async def _discover(self, names: list[str], on_done: Callable[[], None]) -> None:
+        limiter = anyio.CapacityLimiter(self._settings.start_concurrency)
+
+        async def one(name: str) -> None:
+            async with limiter:
+                try:
+                    await self.supervisors[name].ensure()
+                except HubError as exc:
+                    logger.warning("discovery of server %s failed: %s", name, exc)
+
+        try:
+            async with anyio.create_task_group() as tg:
+                for name in names:
+                    tg.start_soon(one, name)
+        finally:
+            on_done()
+
+    async def _reap_idle(self) -> None:
+        interval = min(max(self._settings.idle_timeout / 4, 0.05), REAPER_MAX_INTERVAL)
+        while True:
+            await anyio.sleep(interval)
+            now = self._clock()
+            for supervisor in list(self._slots.running):
+                idle_for = now - supervisor.last_used
+                if (
+                    supervisor.in_flight == 0
+                    and supervisor.state is State.RUNNING
+                    and idle_for >= self._settings.idle_timeout
+                ):
+                    logger.info("stopping server %s after %.0f s idle", supervisor.name, idle_for)
+                    assert self._tg is not None
+                    self._tg.start_soon(supervisor.stop)
+
+    def status(self) -> dict[str, Any]:
+        """Per-server state for health reports."""
+        return {name: sup.status() for name, sup in self.supervisors.items()}
+
+
+__all__ = ["BackendError", "BackendPool"]

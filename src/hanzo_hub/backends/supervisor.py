@@ -1,0 +1,390 @@
+"""One downstream server's life: lazy start, bounded handshake, crash detection, backoff and a circuit breaker.
+
+States move ``STOPPED → STARTING → RUNNING → STOPPED``. The connection lives in a task of the pool's task group
+(``_run``), which never raises: every failure is recorded here and surfaces as a ``BackendError`` to the caller
+that wanted the server, never as a crash of the hub. Restarts are demand-driven: the next request after a crash
+starts the server again once its backoff has passed; after ``breaker_threshold`` consecutive failures the
+circuit opens and requests fail fast until ``breaker_cooldown`` has passed.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import anyio
+import anyio.abc
+import mcp_types as types
+from mcp import Client, MCPError
+from mcp.server import MCPServer, Server
+
+from hanzo_hub.backends.base import ConnectContext, build_target, watched
+from hanzo_hub.backends.listing import Listing, fetch_listing
+from hanzo_hub.backends.snapshot import file_key
+from hanzo_hub.config import BackendSettings, ServerSpec
+from hanzo_hub.errors import BackendCrashed, BackendTimeout, BackendUnavailable
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+STOP_GRACE = 5.0
+"""Extra time, beyond the SDK's own bounded process shutdown, to wait for a connection task to end."""
+
+LOG_TAIL_LINES = 3
+
+
+class State(enum.Enum):
+    """Where a server is in its life."""
+
+    STOPPED = "stopped"
+    STARTING = "starting"
+    RUNNING = "running"
+
+
+class SupervisorHooks(Protocol):
+    """How a supervisor reports to the hub above it."""
+
+    async def on_listing(self, server: str, listing: Listing) -> None:
+        """A fresh live listing arrived."""
+
+    async def on_notification(self, server: str, notification: types.ServerNotification) -> None:
+        """The server sent a notification the supervisor does not handle itself."""
+
+    def client_options(self, server: str) -> dict[str, Any]:
+        """Extra ``mcp.Client`` keyword arguments (callbacks for server-to-client requests)."""
+
+
+class Slots(Protocol):
+    """The pool's cap on running servers."""
+
+    async def acquire(self, supervisor: Supervisor) -> None:
+        """Wait for room to run ``supervisor`` (evicting an idle server if needed)."""
+
+    def release(self, supervisor: Supervisor) -> None:
+        """``supervisor`` stopped running."""
+
+
+@dataclass
+class _Attempt:
+    ready: anyio.Event = field(default_factory=anyio.Event)
+    error: BaseException | None = None
+
+
+class Supervisor:
+    """Owns the connection to one downstream server."""
+
+    def __init__(
+        self,
+        name: str,
+        spec: ServerSpec,
+        settings: BackendSettings,
+        context: ConnectContext,
+        hooks: SupervisorHooks,
+        slots: Slots,
+        task_group: anyio.abc.TaskGroup,
+        clock: Callable[[], float] = anyio.current_time,
+    ) -> None:
+        self.name = name
+        self.spec = spec
+        self._settings = settings
+        self._context = context
+        self._hooks = hooks
+        self._slots = slots
+        self._tg = task_group
+        self._clock = clock
+        self.state = State.STOPPED
+        self._client: Client | None = None
+        self._changed = anyio.Event()
+        self._stop = anyio.Event()
+        self._ended = anyio.Event()
+        self.in_flight = 0
+        self.last_used = 0.0
+        self.failures = 0
+        self.last_error: str | None = None
+        self._next_start = 0.0
+        self.starts = 0
+        self.junk_lines = 0
+        self._log_offset = 0
+
+    # -- public API ---------------------------------------------------------------------------------------------
+
+    @property
+    def call_timeout(self) -> float:
+        """The deadline of one request to this server."""
+        return self.spec.call_timeout or self._settings.call_timeout
+
+    @property
+    def log_path(self) -> Path:
+        """Where the server's stderr goes (stdio servers)."""
+        return self._context.log_dir / f"{file_key(self.name)}.log"
+
+    async def request(self, op: Callable[[Client], Awaitable[T]], timeout: float | None = None) -> T:
+        """Run ``op`` against the live client, starting the server if needed, within bounded time.
+
+        Raises:
+            BackendUnavailable: the server cannot be started or its circuit is open.
+            BackendTimeout: no answer within the deadline.
+            BackendCrashed: the connection ended mid-request.
+            MCPError: the server answered with a protocol error (passed through).
+        """
+        deadline = timeout or self.call_timeout
+        async with self.use() as client:
+            try:
+                with anyio.fail_after(deadline):
+                    result = await op(client)
+            except TimeoutError:
+                raise BackendTimeout(self.name, f"did not answer within {deadline:g} s") from None
+            except MCPError as exc:
+                if exc.code == types.CONNECTION_CLOSED:
+                    raise BackendCrashed(self.name, f"closed its connection mid-request{self._log_hint()}") from None
+                raise
+        self.failures = 0
+        return result
+
+    @asynccontextmanager
+    async def use(self) -> AsyncIterator[Client]:
+        """The live client, held as in flight (so the idle reaper and the cap leave it alone)."""
+        client = await self.ensure()
+        self.in_flight += 1
+        try:
+            yield client
+        finally:
+            self.in_flight -= 1
+            self.last_used = self._clock()
+
+    async def ensure(self) -> Client:
+        """Start the server unless it runs, and return its client.
+
+        Raises:
+            BackendUnavailable: it cannot be started, or its circuit is open.
+        """
+        while True:
+            if self.state is State.RUNNING and self._client is not None:
+                return self._client
+            if self.state is State.STARTING:
+                with anyio.fail_after(self._start_bound()):
+                    await self._changed.wait()
+                continue
+            self._check_breaker()
+            wait = self._next_start - self._clock()
+            if wait > 0:
+                await anyio.sleep(wait)
+                continue
+            await self._start()
+
+    async def stop(self) -> None:
+        """Stop the server if it runs; bounded, and safe to call from any task."""
+        if self.state is State.STOPPED:
+            return
+        self._stop.set()
+        with anyio.CancelScope(shield=True), anyio.move_on_after(self._settings.shutdown_timeout + STOP_GRACE):
+            await self._ended.wait()
+
+    def status(self) -> dict[str, Any]:
+        """A summary for health reports."""
+        return {
+            "state": self.state.value,
+            "in_flight": self.in_flight,
+            "failures": self.failures,
+            "starts": self.starts,
+            "last_error": self.last_error,
+            "circuit_open": self._circuit_open(),
+        }
+
+    # -- internals ----------------------------------------------------------------------------------------------
+
+    def _start_bound(self) -> float:
+        return self._settings.connect_timeout * 2 + STOP_GRACE
+
+    def _set_state(self, state: State) -> None:
+        self.state = state
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    def _circuit_open(self) -> bool:
+        return self.failures >= self._settings.breaker_threshold and self._clock() < self._next_start
+
+    def _check_breaker(self) -> None:
+        if self.failures < self._settings.breaker_threshold:
+            return
+        remaining = self._next_start - self._clock()
+        if remaining > 0:
+            raise BackendUnavailable(
+                self.name,
+                f"is unavailable after {self.failures} consecutive failures (retry in {remaining:.0f} s): "
+                f"{self.last_error}",
+            )
+
+    def _record_failure(self, reason: str) -> None:
+        self.failures += 1
+        self.last_error = reason
+        if self.failures >= self._settings.breaker_threshold:
+            delay = self._settings.breaker_cooldown
+        else:
+            delay = min(self._settings.restart_backoff * 2 ** (self.failures - 1), self._settings.restart_backoff_max)
+        self._next_start = self._clock() + delay
+        logger.warning("server %s failed (%d in a row): %s", self.name, self.failures, reason)
+
+    async def _start(self) -> None:
+        self._set_state(State.STARTING)
+        attempt = _Attempt()
+        try:
+            with anyio.fail_after(self._settings.connect_timeout):
+                await self._slots.acquire(self)
+        except TimeoutError:
+            self._set_state(State.STOPPED)
+            raise BackendUnavailable(self.name, "could not start: every running slot is busy") from None
+        except BaseException:
+            self._set_state(State.STOPPED)
+            raise
+        self._stop = anyio.Event()
+        self._ended = anyio.Event()
+        self.starts += 1
+        self._log_offset = self._log_size()
+        self._tg.start_soon(self._run, attempt)
+        with anyio.CancelScope(shield=True):
+            await attempt.ready.wait()  # _run bounds its own handshake and always sets ready
+        if attempt.error is not None:
+            raise BackendUnavailable(self.name, f"could not start: {self.last_error}") from None
+
+    async def _run(self, attempt: _Attempt) -> None:
+        """The connection task: connect, serve until stopped or lost, clean up. Never raises."""
+        lost = anyio.Event()
+        try:
+            # The handshake deadline is a watchdog cancelling this whole scope: a deadline scope around entering
+            # the client alone would have to exit while the client's own task groups are still open.
+            with anyio.CancelScope() as scope:
+                self._tg.start_soon(_watchdog, scope, attempt.ready, self._settings.connect_timeout * 2)
+                await self._connected(attempt, lost)
+            if scope.cancelled_caught and not attempt.ready.is_set():
+                self._record_failure(f"did not complete its handshake in time{self._log_hint()}")
+                attempt.error = TimeoutError()
+            elif lost.is_set() and not self._stop.is_set():
+                self._record_failure(f"exited unexpectedly{self._log_hint()}")
+        except Exception as exc:  # task boundary: a broken downstream must never take the hub down
+            reason = _describe(exc, started=attempt.ready.is_set())
+            self._record_failure(f"{reason}{self._log_hint()}")
+            attempt.error = exc
+        finally:
+            self._client = None
+            self._slots.release(self)
+            self._set_state(State.STOPPED)
+            self._ended.set()
+            attempt.ready.set()
+
+    async def _connected(self, attempt: _Attempt, lost: anyio.Event) -> None:
+        async with self._make_client(lost) as client:
+            listing = await fetch_listing(client, self._settings.connect_timeout)
+            self._client = client
+            self._set_state(State.RUNNING)
+            self.last_used = self._clock()
+            attempt.ready.set()
+            await self._publish(listing)
+            async with anyio.create_task_group() as waiters:
+                waiters.start_soon(_set_when, self._stop, waiters.cancel_scope)
+                waiters.start_soon(_set_when, lost, waiters.cancel_scope)
+
+    def _make_client(self, lost: anyio.Event) -> Client:
+        target = build_target(self.spec, self._context)
+        if not isinstance(target, MCPServer | Server):
+            target = watched(target, on_junk=self._on_junk, on_end=lost.set)
+        return Client(
+            target,
+            mode=self.spec.protocol,
+            message_handler=self._on_message,
+            cache=None,
+            **self._hooks.client_options(self.name),
+        )
+
+    def _on_junk(self, exc: Exception) -> None:
+        self.junk_lines += 1
+        if self.junk_lines <= 3 or self.junk_lines % 100 == 0:
+            logger.warning("server %s wrote a line that is not JSON-RPC (%d so far)", self.name, self.junk_lines)
+
+    async def _on_message(self, message: Any) -> None:
+        if not isinstance(message, types.ServerNotification):
+            return
+        if isinstance(
+            message,
+            types.ToolListChangedNotification
+            | types.ResourceListChangedNotification
+            | types.PromptListChangedNotification,
+        ):
+            self._tg.start_soon(self._refresh)
+            return
+        await self._hooks.on_notification(self.name, message)
+
+    async def _refresh(self) -> None:
+        """Re-list after the server said a list changed. Failures are logged, not raised (task boundary)."""
+        client = self._client
+        if client is None:
+            return
+        try:
+            listing = await fetch_listing(client, self._settings.connect_timeout)
+        except Exception:  # task boundary
+            logger.warning("server %s announced a list change but re-listing failed", self.name, exc_info=True)
+            return
+        await self._publish(listing)
+
+    async def _publish(self, listing: Listing) -> None:
+        try:
+            await self._hooks.on_listing(self.name, listing)
+        except Exception:  # task boundary: a hook failure must not kill the connection
+            logger.exception("listing hook failed for server %s", self.name)
+
+    def _log_size(self) -> int:
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return 0
+
+    def _log_hint(self) -> str:
+        """The last stderr lines this run of the server wrote, for error messages."""
+        if self.spec.kind != "stdio":
+            return ""
+        try:
+            with self.log_path.open("rb") as fh:
+                fh.seek(max(self._log_offset, self._log_size() - 4096))
+                tail = fh.read().decode("utf-8", "replace").strip().splitlines()[-LOG_TAIL_LINES:]
+        except OSError:
+            return ""
+        return f"; stderr: {' | '.join(line.strip()[:200] for line in tail)}" if tail else ""
+
+
+async def _watchdog(scope: anyio.CancelScope, ready: anyio.Event, timeout: float) -> None:
+    with anyio.move_on_after(timeout):
+        await ready.wait()
+    if not ready.is_set():
+        scope.cancel()
+
+
+async def _set_when(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _describe(exc: BaseException, *, started: bool) -> str:
+    leaf = _leaf(exc)
+    if isinstance(leaf, TimeoutError):
+        return "did not complete its handshake in time" if not started else "timed out"
+    if isinstance(leaf, FileNotFoundError):
+        return f"cannot be launched: command not found ({leaf.filename or leaf})"
+    if isinstance(leaf, PermissionError):
+        return f"cannot be launched: permission denied ({leaf.filename or leaf})"
+    if isinstance(leaf, MCPError) and leaf.code == types.CONNECTION_CLOSED:
+        return "exited during the handshake" if not started else "closed its connection"
+    if isinstance(leaf, MCPError):
+        return f"answered the handshake with an error: {leaf.error.message}"
+    return f"failed: {type(leaf).__name__}: {leaf}"

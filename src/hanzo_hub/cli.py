@@ -1,0 +1,166 @@
+"""Command line: argv → settings → the chosen command. The only place that configures logging.
+
+```
+hanzo-hub serve [--config FILE] [--http] [--host H] [--port P] [--home DIR]
+hanzo-hub import [--from FILE] [--project DIR] [--dry-run]
+hanzo-hub snippet [--http]
+```
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from hanzo_hub import __version__
+from hanzo_hub.config import HubSettings, load_settings
+from hanzo_hub.errors import ConfigError
+
+logger = logging.getLogger("hanzo_hub")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hanzo-hub", description="One MCP server in front of many MCP servers.")
+    parser.add_argument("--version", action="version", version=f"hanzo-hub {__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", type=Path, help="config file (JSON with mcpServers/servers, or TOML)")
+    common.add_argument("--home", type=Path, help="state directory (default: $HANZO_HUB_HOME)")
+    common.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", parents=[common], help="serve the hub (stdio by default)")
+    serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    serve.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="HTTP port (default 8765)")
+    serve.add_argument("--stateless", action="store_true", help="HTTP without sessions")
+
+    imp = commands.add_parser("import", parents=[common], help="import servers from other MCP clients' configs")
+    imp.add_argument("--from", dest="source", type=Path, action="append", help="read this file instead")
+    imp.add_argument("--project", type=Path, help="also read this project's .mcp.json, .cursor/, .vscode/")
+    imp.add_argument("--dry-run", action="store_true", help="report without writing")
+
+    snippet = commands.add_parser("snippet", parents=[common], help="print the entry to paste into a client config")
+    snippet.add_argument("--http", action="store_true", help="print an HTTP entry instead")
+    return parser
+
+
+def _settings(args: argparse.Namespace) -> HubSettings:
+    overrides: dict[str, Any] = {}
+    if args.home is not None:
+        overrides["home"] = args.home
+    if args.log_level:
+        overrides["log_level"] = args.log_level
+    http: dict[str, Any] = {}
+    for key in ("host", "port"):
+        value = getattr(args, key, None)
+        if value is not None:
+            http[key] = value
+    if getattr(args, "stateless", False):
+        http["stateless"] = True
+    if http:
+        overrides["http"] = http
+    return load_settings(args.config, **overrides)
+
+
+def _configure_logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)  # never stdout: over stdio it carries the protocol
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    if level != "DEBUG":
+        for noisy in ("mcp", "httpx2", "uvicorn.access"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+async def _serve(settings: HubSettings, http: bool) -> None:
+    if http:
+        from hanzo_hub.app import serve_http
+
+        await serve_http(settings)  # uvicorn handles SIGINT/SIGTERM with a graceful shutdown
+        return
+    from hanzo_hub.transports.stdio import serve_stdio
+
+    async with anyio.create_task_group() as tg:
+
+        async def on_signals() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+                async for signum in signals:
+                    logger.info("received signal %d, shutting down", signum)
+                    tg.cancel_scope.cancel()
+                    return
+
+        tg.start_soon(on_signals)
+        await serve_stdio(settings)
+        tg.cancel_scope.cancel()
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    _configure_logging(settings.log_level)
+    logger.info("hanzo-hub %s: %d servers, home %s", __version__, len(settings.servers), settings.home)
+    anyio.run(_serve, settings, args.http)
+    return 0
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    from hanzo_hub.catalog.importer import collect, default_sources, file_source, merge_into
+
+    settings = _settings(args)
+    target = settings.config_file or settings.home / "config.json"
+    sources = [file_source(p) for p in args.source] if args.source else default_sources(project=args.project)
+    report = collect(sources, dict(settings.servers))
+    for path in report.read:
+        print(f"read {path}")
+    for name, (label, _entry) in report.taken.items():
+        print(f"took {label}" if name else label)
+    for client, name, why in report.skipped:
+        print(f"skipped {name} ({client}): {why}")
+    if not report.taken:
+        print("nothing to import")
+        return 0
+    if args.dry_run:
+        print(f"dry run: would add {len(report.taken)} servers to {target}")
+        return 0
+    merge_into(target, report)
+    print(f"added {len(report.taken)} servers to {target}")
+    return 0
+
+
+def _cmd_snippet(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    if args.http:
+        entry: dict[str, Any] = {
+            "type": "http",
+            "url": f"http://{settings.http.host}:{settings.http.port}{settings.http.path}",
+        }
+    else:
+        cmd = [sys.executable, "-m", "hanzo_hub", "serve"]
+        if settings.config_file is not None:
+            cmd += ["--config", str(settings.config_file.resolve())]
+        entry = {"command": cmd[0], "args": cmd[1:]}
+    print(json.dumps({"mcpServers": {"hanzo-hub": entry}}, indent=2))
+    return 0
+
+
+COMMANDS = {"serve": _cmd_serve, "import": _cmd_import, "snippet": _cmd_snippet}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    args = _parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except ConfigError as exc:
+        print(f"hanzo-hub: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

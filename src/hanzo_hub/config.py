@@ -1,0 +1,331 @@
+"""Settings: the only module that reads the environment, ``.env`` and config files.
+
+Precedence, highest first: command-line flags (passed as keyword arguments), ``HANZO_HUB_*`` environment variables
+(nested with ``__``, e.g. ``HANZO_HUB_HTTP__PORT``), the config file, defaults. The config file is JSON (or TOML by
+extension) holding hub sections (``http``, ``backends``, ``exposure``...) and downstream servers in the formats users
+already have: Claude Desktop's ``mcpServers`` and VS Code's ``servers``.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import re
+import sys
+import tomllib
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import platformdirs
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from hanzo_hub.errors import ConfigError
+
+__all__ = [
+    "BackendSettings",
+    "ExposureSettings",
+    "HttpServerSpec",
+    "HttpSettings",
+    "HubSettings",
+    "InprocServerSpec",
+    "ServerSpec",
+    "SseServerSpec",
+    "StdioServerSpec",
+    "load_settings",
+    "normalize_server_entry",
+    "read_config_file",
+]
+
+ALIAS_PATTERN = re.compile(r"^[A-Za-z0-9-]{1,24}$")
+ProtocolMode = Literal["auto", "legacy", "2026-07-28"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _ServerBase(_Model):
+    alias: str | None = Field(
+        default=None, description="Short prefix for exposed names (letters, digits, '-'; at most 24 characters)."
+    )
+    enabled: bool = True
+    protocol: ProtocolMode = Field(default="auto", description="How to negotiate with the server.")
+    call_timeout: float | None = Field(default=None, gt=0, description="Overrides backends.call_timeout.")
+
+    @field_validator("alias")
+    @classmethod
+    def _alias_shape(cls, value: str | None) -> str | None:
+        if value is not None and not ALIAS_PATTERN.match(value):
+            raise ValueError("alias must be 1-24 letters, digits or '-'")
+        return value
+
+
+class StdioServerSpec(_ServerBase):
+    """A server launched as a subprocess speaking MCP over stdin/stdout."""
+
+    kind: Literal["stdio"] = "stdio"
+    command: str = Field(min_length=1)
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: Path | None = None
+
+
+class HttpServerSpec(_ServerBase):
+    """A remote server speaking streamable HTTP."""
+
+    kind: Literal["http"] = "http"
+    url: str = Field(pattern=r"^https?://")
+    headers: dict[str, SecretStr] = Field(default_factory=dict)
+
+
+class SseServerSpec(_ServerBase):
+    """A remote server speaking the legacy HTTP+SSE transport."""
+
+    kind: Literal["sse"] = "sse"
+    url: str = Field(pattern=r"^https?://")
+    headers: dict[str, SecretStr] = Field(default_factory=dict)
+
+
+class InprocServerSpec(_ServerBase):
+    """A server object living in the hub's process: ``module:attribute`` names an MCP server or a factory."""
+
+    kind: Literal["inproc"] = "inproc"
+    target: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+ServerSpec = Annotated[StdioServerSpec | HttpServerSpec | SseServerSpec | InprocServerSpec, Field(discriminator="kind")]
+
+_TYPE_TO_KIND = {"stdio": "stdio", "http": "http", "streamable-http": "http", "streamableHttp": "http", "sse": "sse"}
+
+
+def normalize_server_entry(entry: Any) -> Any:
+    """Turn a Claude Desktop / Claude Code / Cursor / VS Code server entry into a kind-tagged spec dict.
+
+    Raises:
+        ValueError: the entry says neither how to launch nor where to reach the server.
+    """
+    if not isinstance(entry, dict) or "kind" in entry:
+        return entry
+    data = dict(entry)
+    declared = data.pop("type", None)
+    if declared is not None:
+        if declared not in _TYPE_TO_KIND:
+            raise ValueError(f"unknown server type {declared!r}; expected one of {sorted(_TYPE_TO_KIND)}")
+        data["kind"] = _TYPE_TO_KIND[declared]
+    elif "command" in data:
+        data["kind"] = "stdio"
+    elif "url" in data:
+        data["kind"] = "http"
+    elif "target" in data:
+        data["kind"] = "inproc"
+    else:
+        raise ValueError("a server needs 'command' (stdio), 'url' (http/sse) or 'target' (in-process)")
+    return data
+
+
+class HttpSettings(_Model):
+    """Serving the hub over streamable HTTP."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=0, le=65535)
+    path: str = Field(default="/mcp", pattern=r"^/[\w./-]*$")
+    stateless: bool = Field(default=False, description="Serve 2025-11-25 clients without sessions.")
+    json_response: bool = False
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    max_body_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
+    max_sessions: int = Field(default=1000, gt=0)
+
+
+class BackendSettings(_Model):
+    """Downstream connections and their supervision. Every wait has a bound."""
+
+    connect_timeout: float = Field(default=30.0, gt=0)
+    call_timeout: float = Field(default=120.0, gt=0)
+    shutdown_timeout: float = Field(default=5.0, gt=0)
+    list_wait: float = Field(default=5.0, ge=0, description="How long a list waits for servers without a snapshot.")
+    idle_timeout: float = Field(default=600.0, ge=0, description="Stop a server after this many idle seconds; 0=never.")
+    max_running: int = Field(default=32, ge=1, description="Cap on concurrently running downstream servers.")
+    restart_backoff: float = Field(default=0.5, gt=0, description="First restart delay; doubles per failure.")
+    restart_backoff_max: float = Field(default=30.0, gt=0)
+    breaker_threshold: int = Field(default=5, ge=1, description="Consecutive failures that open the circuit.")
+    breaker_cooldown: float = Field(default=60.0, gt=0)
+    start_concurrency: int = Field(default=8, ge=1, description="Servers started at once during discovery.")
+
+
+class ExposureSettings(_Model):
+    """How downstream names appear to clients."""
+
+    prefix: bool | Literal["auto"] = Field(default="auto", description="'auto': no prefix with a single server.")
+    separator: Literal["__"] = "__"
+
+
+class HubSettings(BaseSettings):
+    """Everything the hub is configured with."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="HANZO_HUB_", env_nested_delimiter="__", extra="forbid", frozen=True, env_file=None
+    )
+
+    home: Path = Field(default_factory=lambda: platformdirs.user_data_path("hanzo-hub"))
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    user: str = Field(default_factory=lambda: _local_user(), description="User id for requests over stdio.")
+    http: HttpSettings = Field(default_factory=HttpSettings)
+    backends: BackendSettings = Field(default_factory=BackendSettings)
+    exposure: ExposureSettings = Field(default_factory=ExposureSettings)
+    servers: dict[str, ServerSpec] = Field(default_factory=dict)
+    config_file: Path | None = Field(default=None, exclude=True)
+
+    @field_validator("servers", mode="before")
+    @classmethod
+    def _normalize_servers(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {name: normalize_server_entry(entry) for name, entry in value.items()}
+        return value
+
+    @field_validator("servers")
+    @classmethod
+    def _server_names(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for name in value:
+            if not name or len(name) > 128 or any(ch.isspace() for ch in name):
+                raise ValueError(f"server name {name!r} must be 1-128 characters without whitespace")
+        return value
+
+    @model_validator(mode="after")
+    def _unique_aliases(self) -> HubSettings:
+        seen: dict[str, str] = {}
+        for name, spec in self.servers.items():
+            if spec.alias is None:
+                continue
+            if spec.alias in seen:
+                raise ValueError(f"servers '{seen[spec.alias]}' and '{name}' share alias '{spec.alias}'")
+            seen[spec.alias] = name
+        return self
+
+    @property
+    def snapshot_dir(self) -> Path:
+        """Where per-server list snapshots live."""
+        return self.home / "snapshots"
+
+    @property
+    def log_dir(self) -> Path:
+        """Where downstream stderr logs live."""
+        return self.home / "logs"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _ConfigFileSource(settings_cls))
+
+
+_FILE_DATA: ContextVar[dict[str, Any]] = ContextVar("hanzo_hub_config_file_data", default={})  # noqa: B039
+
+
+class _ConfigFileSource(PydanticBaseSettingsSource):
+    """Feeds the parsed config file (set by ``load_settings``) into the settings."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return _FILE_DATA.get().get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(_FILE_DATA.get())
+
+
+def _local_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "local"
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Read a hub config file: JSON, or TOML for ``*.toml``. ``mcpServers`` and ``servers`` merge into ``servers``.
+
+    Raises:
+        ConfigError: the file cannot be read or parsed, or names a server twice.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config file: {exc.strerror}") from exc
+    try:
+        data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid {'TOML' if path.suffix == '.toml' else 'JSON'}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be an object")
+    servers: dict[str, Any] = {}
+    for key in ("servers", "mcpServers"):
+        block = data.pop(key, None)
+        if block is None:
+            continue
+        if not isinstance(block, dict):
+            raise ConfigError(f"{path}: '{key}' must be an object mapping server names to entries")
+        for name, entry in block.items():
+            if name in servers:
+                raise ConfigError(f"{path}: server '{name}' is defined in both 'servers' and 'mcpServers'")
+            servers[name] = entry
+    if servers:
+        data["servers"] = servers
+    data.pop("inputs", None)  # VS Code prompts for these interactively; the hub has no use for them
+    return data
+
+
+def _locate(loc: tuple[int | str, ...]) -> str:
+    parts = [str(p) for p in loc if not (isinstance(p, str) and p in _KIND_TAGS)]
+    return ".".join(parts) or "(top level)"
+
+
+_KIND_TAGS = frozenset({"stdio", "http", "sse", "inproc"})
+
+
+def default_config_file(home: Path | None = None) -> Path | None:
+    """The config file used when none is given: ``$HANZO_HUB_CONFIG``, else ``<home>/config.json`` if it exists."""
+    explicit = os.environ.get("HANZO_HUB_CONFIG")
+    if explicit:
+        return Path(explicit)
+    root = home or Path(os.environ.get("HANZO_HUB_HOME") or platformdirs.user_data_path("hanzo-hub"))
+    candidate = root / "config.json"
+    return candidate if candidate.is_file() else None
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> HubSettings:
+    """Build the settings from flags (``overrides``), the environment and a config file.
+
+    Raises:
+        ConfigError: anything invalid, naming the file, the key and the problem.
+    """
+    path = config_file if config_file is not None else default_config_file()
+    data = read_config_file(path) if path is not None else {}
+    token = _FILE_DATA.set(data)
+    try:
+        return HubSettings(config_file=path, **overrides)
+    except ValidationError as exc:
+        where = str(path) if path is not None else "settings"
+        problems = "; ".join(f"{_locate(err['loc'])}: {err['msg']}" for err in exc.errors())
+        raise ConfigError(f"{where}: {problems}") from None
+    finally:
+        _FILE_DATA.reset(token)
+
+
+def user_config_home(home: Path) -> Path:
+    """Where desktop applications keep their settings on this platform (for importing client configs)."""
+    if sys.platform == "darwin":
+        return home / "Library" / "Application Support"
+    if sys.platform == "win32":
+        return Path(os.environ.get("APPDATA") or home / "AppData" / "Roaming")
+    return Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+
+
+def environment() -> dict[str, str]:
+    """A copy of the process environment, for components that pass it to children (the only sanctioned reader)."""
+    return dict(os.environ)

@@ -1,0 +1,69 @@
+"""The hub's one error tree.
+
+```
+HubError
+├── ConfigError
+├── CatalogError ── ManifestInvalid
+├── BackendError ── BackendUnavailable, BackendTimeout, BackendCrashed
+├── ToolNotFound, ResourceNotFound, PromptNotFound
+└── PolicyDenied
+```
+
+Adapters translate foreign exceptions into these (``raise ... from exc``); the front server converts them into
+MCP results or protocol errors in one place (``hub/server.py``).
+"""
+
+from __future__ import annotations
+
+
+class HubError(Exception):
+    """Base of every error the hub raises on purpose."""
+
+
+class ConfigError(HubError):
+    """A configuration file, variable or flag is invalid; the message names where and why."""
+
+
+class CatalogError(HubError):
+    """The catalog could not be read."""
+
+
+class ManifestInvalid(CatalogError):
+    """One manifest is broken; it is skipped and the rest of the catalog loads."""
+
+
+class BackendError(HubError):
+    """A downstream server failed. ``server`` names it."""
+
+    def __init__(self, server: str, reason: str) -> None:
+        super().__init__(f"server '{server}' {reason}")
+        self.server = server
+        self.reason = reason
+
+
+class BackendUnavailable(BackendError):
+    """The server could not be started or connected, or its circuit breaker is open."""
+
+
+class BackendTimeout(BackendError):
+    """The server did not answer within its deadline."""
+
+
+class BackendCrashed(BackendError):
+    """The server's connection ended while a request was in flight."""
+
+
+class ToolNotFound(HubError):
+    """No tool of that exposed name exists."""
+
+
+class ResourceNotFound(HubError):
+    """No resource of that URI is known."""
+
+
+class PromptNotFound(HubError):
+    """No prompt of that exposed name exists."""
+
+
+class PolicyDenied(HubError):
+    """A policy refused the call."""

@@ -1,0 +1,1 @@
+"""The front MCP server: aggregation, naming and the protocol relay."""

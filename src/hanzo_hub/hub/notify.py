@@ -1,0 +1,61 @@
+"""List-changed notifications to clients of both protocol eras.
+
+Handshake-era (2025-11-25) clients get session notifications; the hub remembers each such session when it first
+makes a request. Stateless-era (2026-07-28) clients get events on ``subscriptions/listen`` through the bus.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Iterable
+
+import anyio
+from mcp.server.session import ServerSession
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+logger = logging.getLogger(__name__)
+
+SEND_TIMEOUT = 2.0
+"""A client that does not take a notification within this time misses it; it never stalls the hub."""
+
+
+class ChangeNotifier:
+    """Tells every connected client that a list changed."""
+
+    def __init__(self) -> None:
+        self.bus = InMemorySubscriptionBus()
+        self.listen_handler = ListenHandler(self.bus)
+        self._sessions: weakref.WeakSet[ServerSession] = weakref.WeakSet()
+
+    def track(self, session: ServerSession, protocol_version: str) -> None:
+        """Remember a handshake-era session so it hears of changes."""
+        if protocol_version in HANDSHAKE_PROTOCOL_VERSIONS:
+            self._sessions.add(session)
+
+    async def changed(self, kinds: Iterable[str]) -> None:
+        """Notify everyone that the given kinds (``tools``, ``resources``, ``prompts``) changed."""
+        kinds = set(kinds)
+        events = {"tools": ToolsListChanged(), "resources": ResourcesListChanged(), "prompts": PromptsListChanged()}
+        for kind in sorted(kinds):
+            await self.bus.publish(events[kind])
+        for session in list(self._sessions):
+            for kind in sorted(kinds):
+                send = {
+                    "tools": session.send_tool_list_changed,
+                    "resources": session.send_resource_list_changed,
+                    "prompts": session.send_prompt_list_changed,
+                }[kind]
+                try:
+                    with anyio.fail_after(SEND_TIMEOUT):
+                        await send()
+                except Exception:  # a gone or stuck client must not affect the others
+                    logger.debug("dropping a closed client session from notifications", exc_info=True)
+                    self._sessions.discard(session)
+                    break
+
+    def close(self) -> None:
+        """End every listen stream."""
+        self.listen_handler.close()

@@ -1,0 +1,186 @@
+"""The aggregated view: every server's listing under exposed names, and the way back from a name to its server.
+
+The registry is rebuilt per server when a listing arrives (snapshot or live); lookups are dictionary hits. When
+prefixes are off, the first server (in configuration order) wins a name both servers use, and the collision is
+logged; with prefixes on, names cannot collide.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import mcp_types as types
+
+from hanzo_hub.backends.listing import Listing
+from hanzo_hub.errors import PromptNotFound, ResourceNotFound, ToolNotFound
+from hanzo_hub.hub.naming import expose_name, expose_uri, split_uri
+
+logger = logging.getLogger(__name__)
+
+KINDS = ("tools", "resources", "prompts")
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where an exposed name leads: a server and the name (or URI) it knows."""
+
+    server: str
+    original: str
+
+
+@dataclass(frozen=True)
+class _View:
+    tools: tuple[types.Tool, ...] = ()
+    resources: tuple[types.Resource, ...] = ()
+    templates: tuple[types.ResourceTemplate, ...] = ()
+    prompts: tuple[types.Prompt, ...] = ()
+
+
+class Registry:
+    """Listings of all servers, exposed."""
+
+    def __init__(self, servers: Iterable[str], aliases: Mapping[str, str], *, prefix: bool) -> None:
+        self._order = list(servers)
+        self._aliases = dict(aliases)
+        self._by_alias = {alias: name for name, alias in self._aliases.items()}
+        self._prefix = prefix
+        self.listings: dict[str, Listing] = {}
+        self._views: dict[str, _View] = {}
+        self._tools: dict[str, Target] = {}
+        self._prompts: dict[str, Target] = {}
+        self._uris: dict[str, Target] = {}
+        self._cache: _View = _View()
+
+    @property
+    def prefixed(self) -> bool:
+        """Whether names carry server prefixes."""
+        return self._prefix
+
+    def alias(self, server: str) -> str:
+        """The alias of ``server``."""
+        return self._aliases[server]
+
+    def set(self, server: str, listing: Listing) -> set[str]:
+        """Record ``server``'s listing; returns the kinds (``tools``, ``resources``, ``prompts``) whose view changed."""
+        old = self._views.get(server, _View())
+        new = self._expose(server, listing)
+        self.listings[server] = listing
+        self._views[server] = new
+        changed = set()
+        if old.tools != new.tools:
+            changed.add("tools")
+        if old.resources != new.resources or old.templates != new.templates:
+            changed.add("resources")
+        if old.prompts != new.prompts:
+            changed.add("prompts")
+        if changed:
+            self._rebuild()
+        return changed
+
+    def _expose(self, server: str, listing: Listing) -> _View:
+        prefix = self._aliases[server] if self._prefix else None
+        return _View(
+            tools=tuple(t.model_copy(update={"name": expose_name(t.name, prefix)}) for t in listing.tools),
+            resources=tuple(r.model_copy(update={"uri": expose_uri(str(r.uri), prefix)}) for r in listing.resources),
+            templates=tuple(
+                t.model_copy(update={"uri_template": expose_uri(t.uri_template, prefix)}) for t in listing.templates
+            ),
+            prompts=tuple(p.model_copy(update={"name": expose_name(p.name, prefix)}) for p in listing.prompts),
+        )
+
+    def _rebuild(self) -> None:
+        tools: dict[str, Target] = {}
+        prompts: dict[str, Target] = {}
+        uris: dict[str, Target] = {}
+        view = {"tools": [], "resources": [], "templates": [], "prompts": []}  # type: dict[str, list[object]]
+        for server in self._order:
+            listing = self.listings.get(server)
+            exposed = self._views.get(server)
+            if listing is None or exposed is None:
+                continue
+            for original, tool in zip(listing.tools, exposed.tools, strict=True):
+                if _claim(tools, tool.name, Target(server, original.name), "tool"):
+                    view["tools"].append(tool)
+            for original_p, prompt in zip(listing.prompts, exposed.prompts, strict=True):
+                if _claim(prompts, prompt.name, Target(server, original_p.name), "prompt"):
+                    view["prompts"].append(prompt)
+            for original_r, resource in zip(listing.resources, exposed.resources, strict=True):
+                if _claim(uris, str(resource.uri), Target(server, str(original_r.uri)), "resource"):
+                    view["resources"].append(resource)
+            view["templates"].extend(exposed.templates)
+        self._tools, self._prompts, self._uris = tools, prompts, uris
+        self._cache = _View(
+            tools=tuple(view["tools"]),  # type: ignore[arg-type]
+            resources=tuple(view["resources"]),  # type: ignore[arg-type]
+            templates=tuple(view["templates"]),  # type: ignore[arg-type]
+            prompts=tuple(view["prompts"]),  # type: ignore[arg-type]
+        )
+
+    def tools(self) -> tuple[types.Tool, ...]:
+        """Every exposed tool."""
+        return self._cache.tools
+
+    def resources(self) -> tuple[types.Resource, ...]:
+        """Every exposed resource."""
+        return self._cache.resources
+
+    def templates(self) -> tuple[types.ResourceTemplate, ...]:
+        """Every exposed resource template."""
+        return self._cache.templates
+
+    def prompts(self) -> tuple[types.Prompt, ...]:
+        """Every exposed prompt."""
+        return self._cache.prompts
+
+    def resolve_tool(self, name: str) -> Target:
+        """The server and original name of exposed tool ``name``.
+
+        Raises:
+            ToolNotFound: no such tool.
+        """
+        try:
+            return self._tools[name]
+        except KeyError:
+            raise ToolNotFound(f"Unknown tool: {name}") from None
+
+    def resolve_prompt(self, name: str) -> Target:
+        """The server and original name of exposed prompt ``name``.
+
+        Raises:
+            PromptNotFound: no such prompt.
+        """
+        try:
+            return self._prompts[name]
+        except KeyError:
+            raise PromptNotFound(f"Unknown prompt: {name}") from None
+
+    def resolve_uri(self, uri: str) -> Target:
+        """The server and original URI of an exposed resource URI (listed, or matching a template).
+
+        Raises:
+            ResourceNotFound: the URI belongs to no server.
+        """
+        if uri in self._uris:
+            return self._uris[uri]
+        if self._prefix:
+            parts = split_uri(uri)
+            if parts is not None and parts[0] in self._by_alias:
+                return Target(self._by_alias[parts[0]], parts[1])
+        else:
+            for server in self._order:
+                listing = self.listings.get(server)
+                if listing is not None and (listing.templates or listing.resources):
+                    return Target(server, uri)
+            if len(self._order) == 1:
+                return Target(self._order[0], uri)
+        raise ResourceNotFound(f"Resource not found: {uri}")
+
+
+def _claim(table: dict[str, Target], name: str, target: Target, what: str) -> bool:
+    if name in table:
+        logger.warning("%s %s of server %s hidden by server %s", what, name, target.server, table[name].server)
+        return False
+    table[name] = target
+    return True

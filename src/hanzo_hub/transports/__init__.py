@@ -1,0 +1,1 @@
+"""Serving the hub to clients: stdio and streamable HTTP."""
