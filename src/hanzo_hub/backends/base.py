@@ -107,6 +107,6 @@ def watched(
     @asynccontextmanager
     async def run() -> AsyncIterator[TransportStreams]:
         async with transport as (read, write):
-            yield _WatchedReadStream(read, on_junk, on_end), write  # type: ignore[misc]
+            yield _WatchedReadStream(read, on_junk, on_end), write
 
     return run()

@@ -22,7 +22,7 @@ from hanzo_hub.backends.pool import BackendPool
 from hanzo_hub.backends.snapshot import SnapshotStore
 from hanzo_hub.config import HubSettings
 from hanzo_hub.errors import BackendError
-from hanzo_hub.hub.naming import assign_aliases
+from hanzo_hub.hub.naming import assign_aliases, expose_uri
 from hanzo_hub.hub.notify import ChangeNotifier
 from hanzo_hub.hub.registry import Registry
 
@@ -158,7 +158,12 @@ class Hub:
         async def op(client: Client) -> types.ReadResourceResult:
             return await client.read_resource(target.original)
 
-        return await self.pool.get(target.server).request(op)
+        result = await self.pool.get(target.server).request(op)
+        if not self.registry.prefixed:
+            return result
+        alias = self.registry.alias(target.server)
+        contents = [c.model_copy(update={"uri": expose_uri(str(c.uri), alias)}) for c in result.contents]
+        return result.model_copy(update={"contents": contents})
 
     async def get_prompt(self, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
         """Render an exposed prompt.

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 import anyio
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
-from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
+from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ServerEvent, ToolsListChanged
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 logger = logging.getLogger(__name__)
@@ -38,7 +38,11 @@ class ChangeNotifier:
     async def changed(self, kinds: Iterable[str]) -> None:
         """Notify everyone that the given kinds (``tools``, ``resources``, ``prompts``) changed."""
         kinds = set(kinds)
-        events = {"tools": ToolsListChanged(), "resources": ResourcesListChanged(), "prompts": PromptsListChanged()}
+        events: dict[str, ServerEvent] = {
+            "tools": ToolsListChanged(),
+            "resources": ResourcesListChanged(),
+            "prompts": PromptsListChanged(),
+        }
         for kind in sorted(kinds):
             await self.bus.publish(events[kind])
         for session in list(self._sessions):
