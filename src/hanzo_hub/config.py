@@ -182,9 +182,15 @@ class HubSettings(BaseSettings):
     @field_validator("servers", mode="before")
     @classmethod
     def _normalize_servers(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            return {name: normalize_server_entry(entry) for name, entry in value.items()}
-        return value
+        if not isinstance(value, dict):
+            return value
+        normalized = {}
+        for name, entry in value.items():
+            try:
+                normalized[name] = normalize_server_entry(entry)
+            except ValueError as exc:
+                raise ValueError(f"server '{name}': {exc}") from None
+        return normalized
 
     @field_validator("servers")
     @classmethod
