@@ -9,22 +9,23 @@ one broken server never hides the others.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 import mcp_types as types
 from mcp import Client
+from mcp.shared.dispatcher import ProgressFnT
 
 from hanzo_hub.backends.listing import Listing
 from hanzo_hub.backends.pool import BackendPool
 from hanzo_hub.backends.snapshot import SnapshotStore
 from hanzo_hub.config import HubSettings
-from hanzo_hub.errors import BackendError
+from hanzo_hub.errors import BackendError, PromptNotFound, ResourceNotFound, ToolNotFound
 from hanzo_hub.hub.naming import assign_aliases, expose_uri
 from hanzo_hub.hub.notify import ChangeNotifier
-from hanzo_hub.hub.registry import Registry
+from hanzo_hub.hub.registry import Registry, Target
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +108,16 @@ class Hub:
         with anyio.move_on_after(self.settings.backends.list_wait):
             await self._discovered.wait()
 
+    async def _resolve(self, resolve: Callable[[str], Target], name: str) -> Target:
+        """Resolve an exposed name; while discovery runs, an unknown name waits (bounded) for it first."""
+        try:
+            return resolve(name)
+        except (ToolNotFound, PromptNotFound, ResourceNotFound):
+            if self._discovered.is_set():
+                raise
+        await self.wait_discovered()
+        return resolve(name)
+
     async def list_tools(self) -> list[types.Tool]:
         """Every exposed tool (snapshot or live)."""
         await self.wait_discovered()
@@ -127,18 +138,23 @@ class Hub:
         await self.wait_discovered()
         return list(self.registry.prompts())
 
-    async def call_tool(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any] | None, progress: ProgressFnT | None = None
+    ) -> types.CallToolResult:
         """Call an exposed tool; a failing server yields an error result naming it and why.
+
+        ``progress`` receives the downstream's progress notifications for this call (the caller maps them to its
+        own client's progress token).
 
         Raises:
             ToolNotFound: no tool of that name.
             MCPError: the downstream server answered with a protocol error.
         """
-        target = self.registry.resolve_tool(name)
+        target = await self._resolve(self.registry.resolve_tool, name)
         supervisor = self.pool.get(target.server)
 
         async def op(client: Client) -> types.CallToolResult:
-            return await client.call_tool(target.original, arguments)
+            return await client.call_tool(target.original, arguments, progress_callback=progress)
 
         try:
             return await supervisor.request(op)
@@ -153,7 +169,7 @@ class Hub:
             BackendError: the owning server failed.
             MCPError: the downstream server answered with a protocol error.
         """
-        target = self.registry.resolve_uri(uri)
+        target = await self._resolve(self.registry.resolve_uri, uri)
 
         async def op(client: Client) -> types.ReadResourceResult:
             return await client.read_resource(target.original)
@@ -173,10 +189,36 @@ class Hub:
             BackendError: the owning server failed.
             MCPError: the downstream server answered with a protocol error.
         """
-        target = self.registry.resolve_prompt(name)
+        target = await self._resolve(self.registry.resolve_prompt, name)
 
         async def op(client: Client) -> types.GetPromptResult:
             return await client.get_prompt(target.original, arguments)
+
+        return await self.pool.get(target.server).request(op)
+
+    async def complete(
+        self,
+        ref: types.PromptReference | types.ResourceTemplateReference,
+        argument: dict[str, str],
+        context: dict[str, str] | None,
+    ) -> types.CompleteResult:
+        """Completions for an exposed prompt's or resource template's argument, from the owning server.
+
+        Raises:
+            PromptNotFound: no prompt of that name.
+            ResourceNotFound: no server owns the template.
+            BackendError: the owning server failed.
+        """
+        original: types.PromptReference | types.ResourceTemplateReference
+        if isinstance(ref, types.PromptReference):
+            target = await self._resolve(self.registry.resolve_prompt, ref.name)
+            original = ref.model_copy(update={"name": target.original})
+        else:
+            target = await self._resolve(self.registry.resolve_uri, ref.uri)
+            original = ref.model_copy(update={"uri": target.original})
+
+        async def op(client: Client) -> types.CompleteResult:
+            return await client.complete(original, argument, context)
 
         return await self.pool.get(target.server).request(op)
 

@@ -65,7 +65,16 @@ def build_server(hub: Hub) -> Server[Any]:
 
     @handler
     async def call_tool(ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
-        return await hub.call_tool(params.name, params.arguments)
+        async def progress(progress: float, total: float | None, message: str | None) -> None:
+            await ctx.session.report_progress(progress, total, message)  # a no-op unless the client asked for it
+
+        return await hub.call_tool(params.name, params.arguments, progress)
+
+    @handler
+    async def complete(ctx: Ctx, params: types.CompleteRequestParams) -> types.CompleteResult:
+        context = params.context.arguments if params.context is not None else None
+        argument = {"name": params.argument.name, "value": params.argument.value}
+        return await hub.complete(params.ref, argument, context)
 
     @handler
     async def list_resources(ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
@@ -101,6 +110,7 @@ def build_server(hub: Hub) -> Server[Any]:
         on_read_resource=read_resource,
         on_list_prompts=list_prompts,
         on_get_prompt=get_prompt,
+        on_completion=complete,
         on_subscriptions_listen=hub.notifier.listen_handler,
     )
 
