@@ -22,6 +22,7 @@ import anyio.abc
 import mcp_types as types
 from mcp import Client, MCPError
 from mcp.server import MCPServer, Server
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from hanzo_hub.backends.base import ConnectContext, build_target, watched
 from hanzo_hub.backends.listing import Listing, fetch_listing
@@ -284,11 +285,15 @@ class Supervisor:
             self._client = client
             self._set_state(State.RUNNING)
             self.last_used = self._clock()
-            attempt.ready.set()
+            # Publish before reporting ready: whoever waited for the start (discovery, a first list) must find
+            # the server's tools in the registry once it returns.
             await self._publish(listing)
+            attempt.ready.set()
             async with anyio.create_task_group() as waiters:
                 waiters.start_soon(_set_when, self._stop, waiters.cancel_scope)
                 waiters.start_soon(_set_when, lost, waiters.cancel_scope)
+                if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                    waiters.start_soon(self._listen, client)
 
     def _make_client(self, lost: anyio.Event) -> Client:
         target = build_target(self.spec, self._context)
@@ -319,6 +324,23 @@ class Supervisor:
             self._tg.start_soon(self._refresh)
             return
         await self._hooks.on_notification(self.name, message)
+
+    async def _listen(self, client: Client) -> None:
+        """Stateless-era servers announce list changes only on ``subscriptions/listen``, never as notifications."""
+        caps = client.server_capabilities
+        wanted = {
+            "tools_list_changed": bool(caps.tools and caps.tools.list_changed),
+            "resources_list_changed": bool(caps.resources and caps.resources.list_changed),
+            "prompts_list_changed": bool(caps.prompts and caps.prompts.list_changed),
+        }
+        if not any(wanted.values()):
+            return
+        try:
+            async with client.listen(**wanted) as subscription:
+                async for _event in subscription:
+                    self._tg.start_soon(self._refresh)
+        except Exception:  # task boundary: a server that cannot listen still serves requests
+            logger.warning("server %s does not deliver list changes", self.name, exc_info=True)
 
     async def _refresh(self) -> None:
         """Re-list after the server said a list changed. Failures are logged, not raised (task boundary)."""
