@@ -58,7 +58,11 @@ class ToolNotFound(HubError):
 
 
 class ResourceNotFound(HubError):
-    """No resource of that URI is known."""
+    """No resource of that URI is known (answered as -32602 with ``data.uri``, per SEP-2164)."""
+
+    def __init__(self, message: str, uri: str = "") -> None:
+        super().__init__(message)
+        self.uri = uri
 
 
 class PromptNotFound(HubError):

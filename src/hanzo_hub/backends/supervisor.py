@@ -22,6 +22,7 @@ import anyio.abc
 import mcp_types as types
 from mcp import Client, MCPError
 from mcp.server import MCPServer, Server
+from mcp.shared.subscriptions import ResourceUpdated
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from hanzo_hub.backends.base import ConnectContext, build_target, watched
@@ -59,6 +60,12 @@ class SupervisorHooks(Protocol):
 
     def client_options(self, server: str) -> dict[str, Any]:
         """Extra ``mcp.Client`` keyword arguments (callbacks for server-to-client requests)."""
+
+    async def on_connected(self, server: str, client: Client) -> None:
+        """A connection is up: re-apply client state (log level, resource subscriptions)."""
+
+    def resource_subscriptions(self, server: str) -> list[str]:
+        """The server's own URIs of the resources clients are subscribed to."""
 
 
 class Slots(Protocol):
@@ -112,6 +119,7 @@ class Supervisor:
         self.starts = 0
         self.junk_lines = 0
         self._log_offset = 0
+        self._relisten = anyio.Event()
 
     # -- public API ---------------------------------------------------------------------------------------------
 
@@ -119,6 +127,11 @@ class Supervisor:
     def call_timeout(self) -> float:
         """The deadline of one request to this server."""
         return self.spec.call_timeout or self._settings.call_timeout
+
+    @property
+    def client(self) -> Client | None:
+        """The live client, if the server runs."""
+        return self._client
 
     @property
     def log_path(self) -> Path:
@@ -288,6 +301,7 @@ class Supervisor:
             # Publish before reporting ready: whoever waited for the start (discovery, a first list) must find
             # the server's tools in the registry once it returns.
             await self._publish(listing)
+            await self._connected_hook(client)
             attempt.ready.set()
             async with anyio.create_task_group() as waiters:
                 waiters.start_soon(_set_when, self._stop, waiters.cancel_scope)
@@ -326,21 +340,47 @@ class Supervisor:
         await self._hooks.on_notification(self.name, message)
 
     async def _listen(self, client: Client) -> None:
-        """Stateless-era servers announce list changes only on ``subscriptions/listen``, never as notifications."""
+        """Stateless-era servers announce changes only on ``subscriptions/listen``, never as notifications.
+
+        The stream asks for list changes and for updates of the resources clients subscribed to; it is reopened
+        whenever those subscriptions change (``resubscribe``).
+        """
         caps = client.server_capabilities
-        wanted = {
+        lists = {
             "tools_list_changed": bool(caps.tools and caps.tools.list_changed),
             "resources_list_changed": bool(caps.resources and caps.resources.list_changed),
             "prompts_list_changed": bool(caps.prompts and caps.prompts.list_changed),
         }
-        if not any(wanted.values()):
-            return
-        try:
-            async with client.listen(**wanted) as subscription:
-                async for _event in subscription:
-                    self._tg.start_soon(self._refresh)
-        except Exception:  # task boundary: a server that cannot listen still serves requests
-            logger.warning("server %s does not deliver list changes", self.name, exc_info=True)
+        while True:
+            uris = tuple(self._hooks.resource_subscriptions(self.name))
+            if not any(lists.values()) and not uris:
+                await self._relisten.wait()
+                continue
+            relisten = self._relisten
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_set_when, relisten, tg.cancel_scope)
+                    async with client.listen(**lists, resource_subscriptions=uris) as subscription:
+                        async for event in subscription:
+                            await self._on_event(event)
+                    tg.cancel_scope.cancel()
+            except Exception:  # task boundary: a server that cannot listen still serves requests
+                logger.warning("server %s does not deliver change events", self.name, exc_info=True)
+                return
+            if not relisten.is_set():
+                return  # the server closed the stream gracefully
+            self._relisten = anyio.Event()
+
+    async def _on_event(self, event: object) -> None:
+        if isinstance(event, ResourceUpdated):
+            params = types.ResourceUpdatedNotificationParams(uri=event.uri)
+            await self._hooks.on_notification(self.name, types.ResourceUpdatedNotification(params=params))
+        else:
+            self._tg.start_soon(self._refresh)
+
+    def resubscribe(self) -> None:
+        """The set of subscribed resources changed: reopen the change stream (stateless-era servers)."""
+        self._relisten.set()
 
     async def _refresh(self) -> None:
         """Re-list after the server said a list changed. Failures are logged, not raised (task boundary)."""
@@ -353,6 +393,13 @@ class Supervisor:
             logger.warning("server %s announced a list change but re-listing failed", self.name, exc_info=True)
             return
         await self._publish(listing)
+
+    async def _connected_hook(self, client: Client) -> None:
+        try:
+            with anyio.move_on_after(self._settings.connect_timeout):
+                await self._hooks.on_connected(self.name, client)
+        except Exception:  # task boundary: re-applying client state is best effort
+            logger.exception("connect hook failed for server %s", self.name)
 
     async def _publish(self, listing: Listing) -> None:
         try:

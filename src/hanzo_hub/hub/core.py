@@ -9,14 +9,19 @@ one broken server never hides the others.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+import warnings
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
-from mcp import Client
+from mcp import Client, MCPDeprecationWarning
+from mcp.server.context import ServerRequestContext
+from mcp.server.session import ServerSession
 from mcp.shared.dispatcher import ProgressFnT
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from hanzo_hub.backends.listing import Listing
 from hanzo_hub.backends.pool import BackendPool
@@ -26,8 +31,23 @@ from hanzo_hub.errors import BackendError, PromptNotFound, ResourceNotFound, Too
 from hanzo_hub.hub.naming import assign_aliases, expose_uri
 from hanzo_hub.hub.notify import ChangeNotifier
 from hanzo_hub.hub.registry import Registry, Target
+from hanzo_hub.hub.relay import Relay
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def _modern(client: Client) -> bool:
+    return client.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+async def _legacy_call(call: Callable[[], Awaitable[T]]) -> T:
+    """Call a feature the SDK marks deprecated (2025-11-25 only), without the deprecation warning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        awaitable = call()
+    return await awaitable
 
 
 class Hub:
@@ -43,6 +63,7 @@ class Hub:
         self.registry = Registry(servers, aliases, prefix=use_prefix)
         self.snapshots = SnapshotStore(settings.snapshot_dir)
         self.notifier = ChangeNotifier()
+        self.relay = Relay(self.notifier)
         self._hashes: dict[str, str] = {}
         self._discovered = anyio.Event()
         self.pool = BackendPool(servers, settings.backends, settings.log_dir, hooks=self)
@@ -94,12 +115,29 @@ class Hub:
             await self.notifier.changed(changed)
 
     async def on_notification(self, server: str, notification: types.ServerNotification) -> None:
-        """Notifications other than list changes (logging, progress, resource updates) are relayed later."""
-        logger.debug("notification %s from server %s", type(notification).__name__, server)
+        """Resource updates go to the clients subscribed to them; other notifications are dropped."""
+        if isinstance(notification, types.ResourceUpdatedNotification):
+            await self.relay.resource_updated(self._exposed_uri(server, str(notification.params.uri)))
+            return
+        logger.debug("dropping notification %s from server %s", type(notification).__name__, server)
 
     def client_options(self, server: str) -> dict[str, Any]:
-        """Callbacks for server-to-client requests; none yet, so downstream requests are refused."""
-        return {}
+        """Callbacks relaying the server's sampling, elicitation, roots and log messages to clients."""
+        return self.relay.client_options(server)
+
+    async def on_connected(self, server: str, client: Client) -> None:
+        """Re-apply the clients' log level and resource subscriptions to a (re)started server."""
+        caps = client.server_capabilities
+        if self.relay.log_level is not None and caps.logging is not None and not _modern(client):
+            await _legacy_call(partial(client.set_logging_level, self.relay.log_level))
+        if caps.resources is not None and caps.resources.subscribe and not _modern(client):
+            for exposed in self.relay.subscribed():
+                target = self.registry.resolve_uri(exposed)
+                if target.server == server:
+                    await _legacy_call(partial(client.subscribe_resource, target.original))
+
+    def _exposed_uri(self, server: str, uri: str) -> str:
+        return expose_uri(uri, self.registry.alias(server)) if self.registry.prefixed else uri
 
     # -- operations ---------------------------------------------------------------------------------------------
 
@@ -139,12 +177,19 @@ class Hub:
         return list(self.registry.prompts())
 
     async def call_tool(
-        self, name: str, arguments: dict[str, Any] | None, progress: ProgressFnT | None = None
-    ) -> types.CallToolResult:
+        self,
+        name: str,
+        arguments: dict[str, Any] | None,
+        progress: ProgressFnT | None = None,
+        ctx: ServerRequestContext[Any, Any] | None = None,
+        params: types.CallToolRequestParams | None = None,
+    ) -> types.CallToolResult | types.InputRequiredResult:
         """Call an exposed tool; a failing server yields an error result naming it and why.
 
         ``progress`` receives the downstream's progress notifications for this call (the caller maps them to its
-        own client's progress token).
+        own client's progress token). ``ctx`` is the client request being served: the downstream's sampling,
+        elicitation and roots requests go back to that client. A 2026-07-28 client gets a downstream's
+        ``InputRequiredResult`` unchanged and its retry (``params.input_responses``, ``request_state``) forwarded.
 
         Raises:
             ToolNotFound: no tool of that name.
@@ -152,14 +197,87 @@ class Hub:
         """
         target = await self._resolve(self.registry.resolve_tool, name)
         supervisor = self.pool.get(target.server)
+        passthrough = ctx is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
 
-        async def op(client: Client) -> types.CallToolResult:
-            return await client.call_tool(target.original, arguments, progress_callback=progress)
+        meta = self.relay.downstream_meta(ctx)
+
+        async def op(client: Client) -> types.CallToolResult | types.InputRequiredResult:
+            if passthrough and _modern(client):
+                return await client.session.call_tool(
+                    target.original,
+                    arguments,
+                    progress_callback=progress,
+                    input_responses=params.input_responses if params else None,
+                    request_state=params.request_state if params else None,
+                    meta=meta,
+                    allow_input_required=True,
+                )
+            return await client.call_tool(target.original, arguments, progress_callback=progress, meta=meta)
 
         try:
-            return await supervisor.request(op)
+            if ctx is None:
+                return await supervisor.request(op)
+            with self.relay.calling(target.server, ctx):
+                return await supervisor.request(op)
         except BackendError as exc:
             return types.CallToolResult(content=[types.TextContent(type="text", text=str(exc))], is_error=True)
+
+    async def set_logging_level(self, level: types.LoggingLevel, session: ServerSession | None = None) -> None:
+        """Remember a client's log level and pass it to every running server that logs (2025-11-25 ones)."""
+        self.relay.set_level(session, level)
+
+        async def one(name: str) -> None:
+            supervisor = self.pool.get(name)
+            client = supervisor.client
+            if client is None or client.server_capabilities.logging is None or _modern(client):
+                return
+            try:
+                await supervisor.request(lambda c: _legacy_call(partial(c.set_logging_level, level)))
+            except Exception:  # one server refusing must not fail the client's request
+                logger.warning("server %s did not take log level %s", name, level)
+
+        async with anyio.create_task_group() as tg:
+            for supervisor in self.pool.running:
+                tg.start_soon(one, supervisor.name)
+
+    async def subscribe(self, uri: str, session: ServerSession) -> None:
+        """Subscribe a client to an exposed resource; the owning server is subscribed once for all clients.
+
+        Raises:
+            ResourceNotFound: no server owns the URI.
+            BackendError: the owning server failed.
+        """
+        target = await self._resolve(self.registry.resolve_uri, uri)
+        if self.relay.subscribe(uri, session):
+            await self._update_subscription(target, subscribe=True)
+
+    async def unsubscribe(self, uri: str, session: ServerSession) -> None:
+        """Drop a client's subscription; the owning server is unsubscribed when nobody listens any more."""
+        target = await self._resolve(self.registry.resolve_uri, uri)
+        if self.relay.unsubscribe(uri, session):
+            await self._update_subscription(target, subscribe=False)
+
+    async def _update_subscription(self, target: Target, *, subscribe: bool) -> None:
+        supervisor = self.pool.get(target.server)
+
+        async def op(client: Client) -> None:
+            if _modern(client):
+                supervisor.resubscribe()  # its change stream is reopened with the new set of URIs
+            elif subscribe:
+                await _legacy_call(partial(client.subscribe_resource, target.original))
+            else:
+                await _legacy_call(partial(client.unsubscribe_resource, target.original))
+
+        await supervisor.request(op)
+
+    def resource_subscriptions(self, server: str) -> list[str]:
+        """The server's own URIs of resources clients subscribed to (for its change stream)."""
+        uris = []
+        for exposed in self.relay.subscribed():
+            target = self.registry.resolve_uri(exposed)
+            if target.server == server:
+                uris.append(target.original)
+        return uris
 
     async def read_resource(self, uri: str) -> types.ReadResourceResult:
         """Read an exposed resource.

@@ -35,6 +35,15 @@ class ChangeNotifier:
         if protocol_version in HANDSHAKE_PROTOCOL_VERSIONS:
             self._sessions.add(session)
 
+    def sessions(self) -> list[ServerSession]:
+        """Handshake-era sessions still connected (as far as the hub knows)."""
+        return list(self._sessions)
+
+    def any_session(self, capability: str) -> ServerSession | None:
+        """The most recently seen session, for requests no call is in flight for (roots at start-up)."""
+        sessions = list(self._sessions)
+        return sessions[-1] if sessions else None
+
     async def changed(self, kinds: Iterable[str]) -> None:
         """Notify everyone that the given kinds (``tools``, ``resources``, ``prompts``) changed."""
         kinds = set(kinds)

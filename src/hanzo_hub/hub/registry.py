@@ -175,7 +175,7 @@ class Registry:
                     return Target(server, uri)
             if len(self._order) == 1:
                 return Target(self._order[0], uri)
-        raise ResourceNotFound(f"Resource not found: {uri}")
+        raise ResourceNotFound(f"Resource not found: {uri}", uri)
 
 
 def _claim(table: dict[str, Target], name: str, target: Target, what: str) -> bool:
