@@ -23,6 +23,7 @@ from mcp.server.session import ServerSession
 from mcp.shared.dispatcher import ProgressFnT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from hanzo_hub.backends.base import client_capabilities
 from hanzo_hub.backends.listing import Listing
 from hanzo_hub.backends.pool import BackendPool
 from hanzo_hub.backends.snapshot import SnapshotStore
@@ -187,22 +188,17 @@ class Hub:
         """Call an exposed tool; a failing server yields an error result naming it and why.
 
         ``progress`` receives the downstream's progress notifications for this call (the caller maps them to its
-        own client's progress token). ``ctx`` is the client request being served: the downstream's sampling,
-        elicitation and roots requests go back to that client. A 2026-07-28 client gets a downstream's
-        ``InputRequiredResult`` unchanged and its retry (``params.input_responses``, ``request_state``) forwarded.
+        own client's progress token). ``ctx`` is the client request being served (see ``_forward``).
 
         Raises:
             ToolNotFound: no tool of that name.
             MCPError: the downstream server answered with a protocol error.
         """
         target = await self._resolve(self.registry.resolve_tool, name)
-        supervisor = self.pool.get(target.server)
-        passthrough = ctx is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-
         meta = self.relay.downstream_meta(ctx)
 
-        async def op(client: Client) -> types.CallToolResult | types.InputRequiredResult:
-            if passthrough and _modern(client):
+        async def run(client: Client, raw: bool) -> types.CallToolResult | types.InputRequiredResult:
+            if raw:
                 return await client.session.call_tool(
                     target.original,
                     arguments,
@@ -215,12 +211,35 @@ class Hub:
             return await client.call_tool(target.original, arguments, progress_callback=progress, meta=meta)
 
         try:
-            if ctx is None:
-                return await supervisor.request(op)
-            with self.relay.calling(target.server, ctx):
-                return await supervisor.request(op)
+            return await self._forward(target.server, ctx, run)
         except BackendError as exc:
             return types.CallToolResult(content=[types.TextContent(type="text", text=str(exc))], is_error=True)
+
+    async def _forward(
+        self,
+        server: str,
+        ctx: ServerRequestContext[Any, Any] | None,
+        run: Callable[[Client, bool], Awaitable[T]],
+    ) -> T:
+        """Send one client request to ``server``.
+
+        While it runs, the server's sampling, elicitation and roots requests go back to this client (``relay``),
+        and the server sees this client's capabilities instead of the hub's. ``run`` gets ``raw=True`` when both
+        ends speak the stateless era: then a downstream ``InputRequiredResult`` is passed back unchanged and the
+        client's retry (input responses, request state) forwarded, so multi-round-trip requests need no hub state.
+        """
+        supervisor = self.pool.get(server)
+        modern_client = ctx is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        capabilities = self.relay.upstream_capabilities(ctx)
+
+        async def op(client: Client) -> T:
+            with client_capabilities(capabilities):
+                return await run(client, modern_client and _modern(client))
+
+        if ctx is None:
+            return await supervisor.request(op)
+        with self.relay.calling(server, ctx):
+            return await supervisor.request(op)
 
     async def set_logging_level(self, level: types.LoggingLevel, session: ServerSession | None = None) -> None:
         """Remember a client's log level and pass it to every running server that logs (2025-11-25 ones)."""
@@ -279,7 +298,12 @@ class Hub:
                 uris.append(target.original)
         return uris
 
-    async def read_resource(self, uri: str) -> types.ReadResourceResult:
+    async def read_resource(
+        self,
+        uri: str,
+        ctx: ServerRequestContext[Any, Any] | None = None,
+        params: types.ReadResourceRequestParams | None = None,
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
         """Read an exposed resource.
 
         Raises:
@@ -289,17 +313,30 @@ class Hub:
         """
         target = await self._resolve(self.registry.resolve_uri, uri)
 
-        async def op(client: Client) -> types.ReadResourceResult:
+        async def run(client: Client, raw: bool) -> types.ReadResourceResult | types.InputRequiredResult:
+            if raw:
+                return await client.session.read_resource(
+                    target.original,
+                    input_responses=params.input_responses if params else None,
+                    request_state=params.request_state if params else None,
+                    allow_input_required=True,
+                )
             return await client.read_resource(target.original)
 
-        result = await self.pool.get(target.server).request(op)
-        if not self.registry.prefixed:
+        result = await self._forward(target.server, ctx, run)
+        if not self.registry.prefixed or not isinstance(result, types.ReadResourceResult):
             return result
         alias = self.registry.alias(target.server)
         contents = [c.model_copy(update={"uri": expose_uri(str(c.uri), alias)}) for c in result.contents]
         return result.model_copy(update={"contents": contents})
 
-    async def get_prompt(self, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
+    async def get_prompt(
+        self,
+        name: str,
+        arguments: dict[str, str] | None,
+        ctx: ServerRequestContext[Any, Any] | None = None,
+        params: types.GetPromptRequestParams | None = None,
+    ) -> types.GetPromptResult | types.InputRequiredResult:
         """Render an exposed prompt.
 
         Raises:
@@ -309,10 +346,18 @@ class Hub:
         """
         target = await self._resolve(self.registry.resolve_prompt, name)
 
-        async def op(client: Client) -> types.GetPromptResult:
+        async def run(client: Client, raw: bool) -> types.GetPromptResult | types.InputRequiredResult:
+            if raw:
+                return await client.session.get_prompt(
+                    target.original,
+                    arguments,
+                    input_responses=params.input_responses if params else None,
+                    request_state=params.request_state if params else None,
+                    allow_input_required=True,
+                )
             return await client.get_prompt(target.original, arguments)
 
-        return await self.pool.get(target.server).request(op)
+        return await self._forward(target.server, ctx, run)
 
     async def complete(
         self,

@@ -27,7 +27,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.subscriptions import ResourceUpdated
-from mcp_types import LOG_LEVEL_META_KEY
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 
@@ -100,6 +100,18 @@ class Relay:
             return cast(types.RequestParamsMeta, {LOG_LEVEL_META_KEY: requested}) if requested else None
         level = self._levels.get(ctx.session, self.log_level or "info")
         return cast(types.RequestParamsMeta, {LOG_LEVEL_META_KEY: level})
+
+    def upstream_capabilities(self, ctx: ServerRequestContext[Any, Any] | None) -> dict[str, Any] | None:
+        """The capabilities the client of ``ctx`` declared, in wire form, to show the downstream instead of ours."""
+        if ctx is None:
+            return None
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            declared = ((ctx.params or {}).get("_meta") or {}).get(CLIENT_CAPABILITIES_META_KEY)
+            return declared if isinstance(declared, dict) else {}
+        client_params = ctx.session.client_params
+        if client_params is None:
+            return None
+        return client_params.capabilities.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     def _wants(self, session: ServerSession, level: types.LoggingLevel) -> bool:
         chosen = self._levels.get(session)

@@ -89,14 +89,18 @@ class _Handlers:
     ) -> types.ListResourceTemplatesResult:
         return types.ListResourceTemplatesResult(resource_templates=await self.hub.list_resource_templates())
 
-    async def read_resource(self, ctx: Ctx, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
-        return await self.hub.read_resource(str(params.uri))
+    async def read_resource(
+        self, ctx: Ctx, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
+        return await self.hub.read_resource(str(params.uri), ctx=ctx, params=params)
 
     async def list_prompts(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
         return types.ListPromptsResult(prompts=await self.hub.list_prompts())
 
-    async def get_prompt(self, ctx: Ctx, params: types.GetPromptRequestParams) -> types.GetPromptResult:
-        return await self.hub.get_prompt(params.name, params.arguments)
+    async def get_prompt(
+        self, ctx: Ctx, params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult | types.InputRequiredResult:
+        return await self.hub.get_prompt(params.name, params.arguments, ctx=ctx, params=params)
 
     def wrap(self, fn: Callable[[Ctx, Any], Awaitable[T]]) -> Callable[[Ctx, Any], Awaitable[T]]:
         async def wrapped(ctx: Ctx, params: Any) -> T:
