@@ -29,10 +29,11 @@ from hanzo_hub.backends.pool import BackendPool
 from hanzo_hub.backends.snapshot import SnapshotStore
 from hanzo_hub.config import HubSettings
 from hanzo_hub.errors import BackendError, PromptNotFound, ResourceNotFound, ToolNotFound
+from hanzo_hub.hub.bridge import EraBridge
 from hanzo_hub.hub.naming import assign_aliases, expose_uri
 from hanzo_hub.hub.notify import ChangeNotifier
 from hanzo_hub.hub.registry import Registry, Target
-from hanzo_hub.hub.relay import Relay
+from hanzo_hub.hub.relay import Asker, Relay
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +66,7 @@ class Hub:
         self.snapshots = SnapshotStore(settings.snapshot_dir)
         self.notifier = ChangeNotifier()
         self.relay = Relay(self.notifier)
+        self.bridge = EraBridge()
         self._hashes: dict[str, str] = {}
         self._discovered = anyio.Event()
         self.pool = BackendPool(servers, settings.backends, settings.log_dir, hooks=self)
@@ -82,12 +84,14 @@ class Hub:
         """Load snapshots, run the pool and discovery; on exit every downstream server is stopped."""
         missing = self._load_snapshots()
         try:
-            async with self.pool:
+            async with self.pool, anyio.create_task_group() as tg:
+                self.bridge.bind(tg)
                 if missing:
                     self.pool.start_discovery(missing, self._discovered.set)
                 else:
                     self._discovered.set()
                 yield
+                tg.cancel_scope.cancel()
         finally:
             self.notifier.close()
 
@@ -196,6 +200,10 @@ class Hub:
         """
         target = await self._resolve(self.registry.resolve_tool, name)
         meta = self.relay.downstream_meta(ctx)
+        if ctx is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            bridged = await self._bridged_call(target, arguments, ctx, params, meta)
+            if bridged is not None:
+                return bridged
 
         async def run(client: Client, raw: bool) -> types.CallToolResult | types.InputRequiredResult:
             if raw:
@@ -212,6 +220,30 @@ class Hub:
 
         try:
             return await self._forward(target.server, ctx, run)
+        except BackendError as exc:
+            return types.CallToolResult(content=[types.TextContent(type="text", text=str(exc))], is_error=True)
+
+    async def _bridged_call(
+        self,
+        target: Target,
+        arguments: dict[str, Any] | None,
+        ctx: ServerRequestContext[Any, Any],
+        params: types.CallToolRequestParams | None,
+        meta: types.RequestParamsMeta | None,
+    ) -> types.CallToolResult | types.InputRequiredResult | None:
+        """A stateless-era client's call of a handshake-era server's tool, through the era bridge; else ``None``."""
+        supervisor = self.pool.get(target.server)
+        try:
+            if params is not None and params.request_state and self.bridge.knows(params.request_state):
+                return await self.bridge.settle(self.bridge.resume(target.original, params))
+            if _modern(await supervisor.ensure()):
+                return None
+
+            async def run(asker: Asker) -> types.CallToolResult:
+                with self.relay.calling(target.server, ctx, asker):
+                    return await supervisor.request(lambda c: c.call_tool(target.original, arguments, meta=meta))
+
+            return await self.bridge.settle(self.bridge.start(target.original, run))
         except BackendError as exc:
             return types.CallToolResult(content=[types.TextContent(type="text", text=str(exc))], is_error=True)
 

@@ -12,12 +12,11 @@ downstream a clear error instead.
 from __future__ import annotations
 
 import logging
-import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 import anyio
 import mcp_types as types
@@ -48,6 +47,8 @@ class UpstreamCall:
 
     server: str
     ctx: ServerRequestContext[Any, Any]
+    asker: Asker | None = None
+    """For a stateless-era client over a handshake-era server: hands requests to the era bridge."""
 
     @property
     def modern(self) -> bool:
@@ -55,6 +56,7 @@ class UpstreamCall:
         return self.ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
+_LEVEL_KEY = "hanzo_hub.log_level"
 _LEVELS: tuple[types.LoggingLevel, ...] = (
     "debug",
     "info",
@@ -76,8 +78,9 @@ class Relay:
         self._notifier = notifier
         self._calls: dict[str, list[UpstreamCall]] = {}
         self.log_level: types.LoggingLevel | None = None
-        self._levels: weakref.WeakKeyDictionary[ServerSession, types.LoggingLevel] = weakref.WeakKeyDictionary()
-        self._subscribers: dict[str, weakref.WeakSet[ServerSession]] = {}
+        # Keyed by the client's connection: the SDK builds a ServerSession per request, the connection lives as
+        # long as the client and unwinds its exit stack when it goes.
+        self._subscribers: dict[str, dict[Any, ServerSession]] = {}
 
     # -- log levels ---------------------------------------------------------------------------------------------
 
@@ -85,7 +88,7 @@ class Relay:
         """A handshake-era client chose its log level (``logging/setLevel``)."""
         self.log_level = level
         if session is not None:
-            self._levels[session] = level
+            _connection(session).state[_LEVEL_KEY] = level
 
     def downstream_meta(self, ctx: ServerRequestContext[Any, Any] | None) -> types.RequestParamsMeta | None:
         """Request ``_meta`` for a downstream call: the log level to opt in to (stateless-era downstreams).
@@ -98,7 +101,7 @@ class Relay:
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             requested = ((ctx.params or {}).get("_meta") or {}).get(LOG_LEVEL_META_KEY)
             return cast(types.RequestParamsMeta, {LOG_LEVEL_META_KEY: requested}) if requested else None
-        level = self._levels.get(ctx.session, self.log_level or "info")
+        level = _connection(ctx.session).state.get(_LEVEL_KEY) or self.log_level or "info"
         return cast(types.RequestParamsMeta, {LOG_LEVEL_META_KEY: level})
 
     def upstream_capabilities(self, ctx: ServerRequestContext[Any, Any] | None) -> dict[str, Any] | None:
@@ -114,15 +117,17 @@ class Relay:
         return client_params.capabilities.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     def _wants(self, session: ServerSession, level: types.LoggingLevel) -> bool:
-        chosen = self._levels.get(session)
+        chosen = _connection(session).state.get(_LEVEL_KEY)
         return chosen is None or _LEVELS.index(level) >= _LEVELS.index(chosen)
 
     # -- calls in flight ----------------------------------------------------------------------------------------
 
     @contextmanager
-    def calling(self, server: str, ctx: ServerRequestContext[Any, Any]) -> Iterator[UpstreamCall]:
+    def calling(
+        self, server: str, ctx: ServerRequestContext[Any, Any], asker: Asker | None = None
+    ) -> Iterator[UpstreamCall]:
         """Mark a client request as in flight on ``server`` for the duration of the block."""
-        call = UpstreamCall(server, ctx)
+        call = UpstreamCall(server, ctx, asker)
         calls = self._calls.setdefault(server, [])
         calls.append(call)
         token = _current.set(call)
@@ -181,6 +186,9 @@ class Relay:
                     message=f"hanzo-hub: no client request is in flight to answer {capability} for server '{server}'",
                 )
             return await self._send(session, None, request, result_type)
+        if call.modern and call.asker is not None:
+            answer = await call.asker.ask(capability, request)
+            return answer if isinstance(answer, result_type | types.ErrorData) else _mismatch(capability)
         if call.modern:
             return types.ErrorData(
                 code=types.INVALID_REQUEST,
@@ -226,17 +234,25 @@ class Relay:
 
     def subscribe(self, exposed_uri: str, session: ServerSession) -> bool:
         """Record a client's subscription; returns whether it is the first for that URI."""
-        subscribers = self._subscribers.setdefault(exposed_uri, weakref.WeakSet())
-        first = len(subscribers) == 0
-        subscribers.add(session)
+        subscribers = self._subscribers.setdefault(exposed_uri, {})
+        first = not subscribers
+        connection = _connection(session)
+        if connection not in subscribers:
+            connection.exit_stack.callback(self._forget, exposed_uri, connection)
+        subscribers[connection] = session
         return first
+
+    def _forget(self, exposed_uri: str, connection: Any) -> None:
+        subscribers = self._subscribers.get(exposed_uri)
+        if subscribers is not None:
+            subscribers.pop(connection, None)
 
     def unsubscribe(self, exposed_uri: str, session: ServerSession) -> bool:
         """Forget a client's subscription; returns whether nobody is subscribed any more."""
         subscribers = self._subscribers.get(exposed_uri)
         if subscribers is None:
             return False
-        subscribers.discard(session)
+        subscribers.pop(_connection(session), None)
         if subscribers:
             return False
         del self._subscribers[exposed_uri]
@@ -249,12 +265,31 @@ class Relay:
     async def resource_updated(self, exposed_uri: str) -> None:
         """Tell subscribers of both eras that a resource changed."""
         await self._notifier.bus.publish(ResourceUpdated(uri=exposed_uri))
-        for session in list(self._subscribers.get(exposed_uri, ())):
+        for connection, session in list(self._subscribers.get(exposed_uri, {}).items()):
             try:
                 with anyio.fail_after(NOTIFY_TIMEOUT):
                     await session.send_resource_updated(exposed_uri)
             except Exception:  # a gone client is dropped, the others still hear
-                self._subscribers[exposed_uri].discard(session)
+                self._forget(exposed_uri, connection)
+
+
+def _connection(session: ServerSession) -> Any:
+    """The connection a request-scoped session belongs to (no public accessor in mcp 2.3)."""
+    return session._connection
+
+
+class Asker(Protocol):
+    """Takes a downstream request to a client that answers in a later round (the era bridge)."""
+
+    async def ask(self, kind: str, request: types.InputRequest) -> types.InputResponse | types.ErrorData:
+        """The client's answer."""
+        ...
+
+
+def _mismatch(capability: str) -> types.ErrorData:
+    return types.ErrorData(
+        code=types.INVALID_PARAMS, message=f"hanzo-hub: the client's {capability} answer is malformed"
+    )
 
 
 def _supports(session: ServerSession, capability: str) -> bool:
