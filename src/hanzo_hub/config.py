@@ -310,7 +310,8 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> HubSetti
     Raises:
         ConfigError: anything invalid, naming the file, the key and the problem.
     """
-    path = config_file if config_file is not None else default_config_file()
+    home = overrides.get("home")
+    path = config_file if config_file is not None else default_config_file(Path(home) if home is not None else None)
     data = read_config_file(path) if path is not None else {}
     token = _FILE_DATA.set(data)
     try:
