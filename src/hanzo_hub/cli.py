@@ -4,6 +4,7 @@
 hanzo-hub serve [--config FILE] [--http] [--host H] [--port P] [--home DIR]
 hanzo-hub import [--from FILE] [--project DIR] [--dry-run]
 hanzo-hub snippet [--http]
+hanzo-hub token --user ID
 ```
 """
 
@@ -46,6 +47,9 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument("--from", dest="source", type=Path, action="append", help="read this file instead")
     imp.add_argument("--project", type=Path, help="also read this project's .mcp.json, .cursor/, .vscode/")
     imp.add_argument("--dry-run", action="store_true", help="report without writing")
+
+    token = commands.add_parser("token", help="make a bearer token for the HTTP endpoint")
+    token.add_argument("--user", required=True, help="the user id the token stands for")
 
     snippet = commands.add_parser("snippet", parents=[common], help="print the entry to paste into a client config")
     snippet.add_argument("--http", action="store_true", help="print an HTTP entry instead")
@@ -151,7 +155,19 @@ def _cmd_snippet(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"serve": _cmd_serve, "import": _cmd_import, "snippet": _cmd_snippet}
+def _cmd_token(args: argparse.Namespace) -> int:
+    import secrets
+
+    from hanzo_hub.transports.auth import token_digest
+
+    token = secrets.token_urlsafe(32)
+    print(f"token (shown once; give it to the client as 'Authorization: Bearer <token>'):\n  {token}\n")
+    print("add to the hub's config file under auth.tokens:")
+    print(json.dumps({"user": args.user, "sha256": token_digest(token)}))
+    return 0
+
+
+COMMANDS = {"serve": _cmd_serve, "import": _cmd_import, "snippet": _cmd_snippet, "token": _cmd_token}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
