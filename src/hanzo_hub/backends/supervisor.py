@@ -77,6 +77,9 @@ class Slots(Protocol):
     def release(self, supervisor: Supervisor) -> None:
         """``supervisor`` stopped running."""
 
+    def idle(self, supervisor: Supervisor) -> None:
+        """``supervisor`` finished its last request in flight, so it may be evicted now."""
+
 
 @dataclass
 class _Attempt:
@@ -171,6 +174,8 @@ class Supervisor:
         finally:
             self.in_flight -= 1
             self.last_used = self._clock()
+            if self.in_flight == 0:
+                self._slots.idle(self)
 
     async def ensure(self) -> Client:
         """Start the server unless it runs, and return its client.
