@@ -26,6 +26,7 @@ from hanzo_hub.app import build_app
 from hanzo_hub.config import HubSettings, load_settings
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.server import build_server
+from tests.fixtures.downstream import build
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = "tests.fixtures.downstream"
@@ -233,6 +234,13 @@ def no_leaked_children() -> Iterator[None]:
     for proc in leaked:
         proc.kill()
     assert not leaked, f"child processes outlived the test: {[p.pid for p in leaked]}"
+
+
+@pytest.fixture
+async def fixture_tools() -> set[str]:
+    """The tool names of the fixture server, as a direct connection lists them."""
+    async with Client(build("direct")) as client:
+        return {tool.name for tool in (await client.list_tools()).tools}
 
 
 def text_of(result: Any) -> str:

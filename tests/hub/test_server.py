@@ -17,21 +17,21 @@ from hanzo_hub.hub.server import SERVER_NAME, build_server
 from tests.conftest import MakeSettings, inproc, text_of, wait_until
 from tests.fixtures.downstream import build
 
-FIXTURE_TOOLS = {"echo", "add", "image", "audio", "embedded", "fail", "crash", "sleep", "pid", "grow"}
-
 
 def comparable(result: types.CallToolResult) -> dict[str, Any]:
     """A result without ``_meta`` (which carries the answering server's identity)."""
     return result.model_dump(exclude={"meta"})
 
 
-async def test_tools_of_every_server_are_listed_under_their_prefix(make_settings: MakeSettings, mode: str) -> None:
+async def test_tools_of_every_server_are_listed_under_their_prefix(
+    make_settings: MakeSettings, fixture_tools: set[str], mode: str
+) -> None:
     settings = make_settings({"alpha": inproc("alpha"), "beta": inproc("beta")})
     async with Hub.open(settings) as hub, Client(build_server(hub), mode=mode) as client:
         tools = (await client.list_tools()).tools
         info = client.server_info
     names = {tool.name for tool in tools}
-    assert names == {f"{server}__{tool}" for server in ("alpha", "beta") for tool in FIXTURE_TOOLS}
+    assert names == {f"{server}__{tool}" for server in ("alpha", "beta") for tool in fixture_tools}
     assert all(NAME_PATTERN.match(name) for name in names)
     assert info is not None
     assert info.name == SERVER_NAME
@@ -104,31 +104,37 @@ async def test_resources_templates_and_prompts_are_namespaced(make_settings: Mak
     assert prompt.messages == expected_prompt.messages
 
 
-async def test_a_single_server_is_exposed_without_prefix(make_settings: MakeSettings, mode: str) -> None:
+async def test_a_single_server_is_exposed_without_prefix(
+    make_settings: MakeSettings, fixture_tools: set[str], mode: str
+) -> None:
     settings = make_settings({"alpha": inproc("alpha")})
     async with Hub.open(settings) as hub, Client(build_server(hub), mode=mode) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
         resources = {str(r.uri) for r in (await client.list_resources()).resources}
         echoed = await client.call_tool("echo", {"text": "plain"})
         item = await client.read_resource("fixture://items/x")
-    assert names == FIXTURE_TOOLS
+    assert names == fixture_tools
     assert resources == {"fixture://doc"}
     assert text_of(echoed) == "plain"
     assert [c.text for c in item.contents if isinstance(c, types.TextResourceContents)] == ["item x"]
 
 
-async def test_prefix_can_be_forced_on_for_a_single_server(make_settings: MakeSettings) -> None:
+async def test_prefix_can_be_forced_on_for_a_single_server(
+    make_settings: MakeSettings, fixture_tools: set[str]
+) -> None:
     settings = make_settings({"alpha": inproc("alpha", alias="a1")}, exposure={"prefix": True})
     async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
-    assert names == {f"a1__{tool}" for tool in FIXTURE_TOOLS}
+    assert names == {f"a1__{tool}" for tool in fixture_tools}
 
 
-async def test_without_prefixes_the_first_server_wins_a_shared_name(make_settings: MakeSettings) -> None:
+async def test_without_prefixes_the_first_server_wins_a_shared_name(
+    make_settings: MakeSettings, fixture_tools: set[str]
+) -> None:
     settings = make_settings({"alpha": inproc("alpha"), "beta": inproc("beta")}, exposure={"prefix": False})
     async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
         names = [tool.name for tool in (await client.list_tools()).tools]
-    assert sorted(names) == sorted(FIXTURE_TOOLS)
+    assert sorted(names) == sorted(fixture_tools)
     assert hub.registry.resolve_tool("echo").server == "alpha"
 
 
@@ -147,7 +153,7 @@ async def test_unknown_tool_is_an_invalid_params_error(make_settings: MakeSettin
 
 
 async def test_a_server_that_cannot_start_yields_an_error_result_naming_it(
-    make_settings: MakeSettings, mode: str
+    make_settings: MakeSettings, mode: str, fixture_tools: set[str]
 ) -> None:
     settings = make_settings({"alpha": inproc("alpha"), "kaputt": inproc("broken")})
     tool = types.Tool(name="echo", input_schema={"type": "object"})
@@ -157,7 +163,7 @@ async def test_a_server_that_cannot_start_yields_an_error_result_naming_it(
         failed = await client.call_tool("kaputt__echo", {"text": "x"})
         fine = await client.call_tool("alpha__echo", {"text": "still here"})
     assert "kaputt__echo" in names
-    assert {f"alpha__{t}" for t in FIXTURE_TOOLS} <= names
+    assert {f"alpha__{t}" for t in fixture_tools} <= names
     assert failed.is_error
     assert "'kaputt'" in text_of(failed)
     assert "broken fixture refuses to start" in text_of(failed)

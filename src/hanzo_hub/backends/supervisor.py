@@ -152,6 +152,7 @@ class Supervisor:
         """
         deadline = timeout or self.call_timeout
         async with self.use() as client:
+            ended = self._ended  # this connection's, captured before a restart could replace it
             try:
                 with anyio.fail_after(deadline):
                     result = await op(client)
@@ -159,6 +160,10 @@ class Supervisor:
                 raise BackendTimeout(self.name, f"did not answer within {deadline:g} s") from None
             except MCPError as exc:
                 if exc.code == types.CONNECTION_CLOSED:
+                    # Let the connection task record the loss first, so the next request restarts the server
+                    # instead of meeting the dead client.
+                    with anyio.move_on_after(self._settings.shutdown_timeout + STOP_GRACE):
+                        await ended.wait()
                     raise BackendCrashed(self.name, f"closed its connection mid-request{self._log_hint()}") from None
                 raise
         self.failures = 0
