@@ -230,7 +230,8 @@ def no_leaked_children() -> Iterator[None]:
     """Fail a test that leaves any new child process of this process running."""
     before = {p.pid for p in live_children()}
     yield
-    leaked = [p for p in live_children() if p.pid not in before]
+    new = [p for p in live_children() if p.pid not in before]
+    _gone, leaked = psutil.wait_procs(new, timeout=5)  # a process killed a moment ago may still be dying
     for proc in leaked:
         proc.kill()
     assert not leaked, f"child processes outlived the test: {[p.pid for p in leaked]}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
@@ -159,3 +160,15 @@ async def test_no_child_process_outlives_the_hub(make_settings: MakeSettings) ->
     assert all(p is not None for p in pids)
     assert [p for p in pids if p is not None and alive(p["result"])] == []
     assert live_children() == []
+
+
+async def test_cancelling_the_hub_while_a_server_starts_ends_promptly(make_settings: MakeSettings) -> None:
+    settings = make_settings({"stuck": stdio("hang", "stuck"), "alpha": inproc("alpha")})
+    hubs: list[Hub] = []
+    with anyio.fail_after(20), anyio.CancelScope() as scope:
+        async with Hub.open(settings) as hub:
+            hubs.append(hub)
+            await wait_until(lambda: hub.pool.get("stuck").state is State.STARTING)
+            scope.cancel()
+            await anyio.sleep_forever()
+    assert hubs[0].pool.get("stuck").state is State.STOPPED

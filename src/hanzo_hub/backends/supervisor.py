@@ -85,6 +85,7 @@ class Slots(Protocol):
 class _Attempt:
     ready: anyio.Event = field(default_factory=anyio.Event)
     error: BaseException | None = None
+    connected: bool = False
 
 
 class Supervisor:
@@ -276,6 +277,9 @@ class Supervisor:
             await attempt.ready.wait()  # _run bounds its own handshake and always sets ready
         if attempt.error is not None:
             raise BackendUnavailable(self.name, f"could not start: {self.last_error}") from None
+        if not attempt.connected:
+            # The connection task was cancelled (the hub is shutting down); retrying would spin in ensure().
+            raise BackendUnavailable(self.name, "was stopped while starting")
 
     async def _run(self, attempt: _Attempt) -> None:
         """The connection task: connect, serve until stopped or lost, clean up. Never raises."""
@@ -312,6 +316,7 @@ class Supervisor:
             # the server's tools in the registry once it returns.
             await self._publish(listing)
             await self._connected_hook(client)
+            attempt.connected = True
             attempt.ready.set()
             async with anyio.create_task_group() as waiters:
                 waiters.start_soon(_set_when, self._stop, waiters.cancel_scope)
