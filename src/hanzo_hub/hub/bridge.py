@@ -2,7 +2,7 @@
 
 Such a server asks for sampling, elicitation or roots with standalone requests while its call runs, but the
 client cannot take requests: it expects an ``InputRequiredResult`` and retries the call with the answers. So the
-downstream call runs in a task the hub owns (``_Parked``), its requests are collected, and the client gets them as
+downstream call runs in a task the hub owns (``Parked``), its requests are collected, and the client gets them as
 ``inputRequests`` with an unguessable ``requestState`` naming the parked call. The retry delivers the answers to the
 waiting downstream requests and waits again, until the call completes. Parked calls are bounded by the server's call
 timeout and expire if the client never comes back.
@@ -20,6 +20,7 @@ import anyio
 import anyio.abc
 import mcp_types as types
 from mcp import MCPError
+from mcp.shared.dispatcher import ProgressFnT
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ class _Exchange:
 
 
 @dataclass(eq=False)
-class _Parked:
+class Parked:
     """One downstream call running on behalf of a stateless-era client."""
 
     tool: str
@@ -47,6 +48,8 @@ class _Parked:
     pending: dict[str, _Exchange] = field(default_factory=dict)
     counter: int = 0
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    progress: ProgressFnT | None = None
+    """Where the downstream's progress goes: the current round of the client's request."""
 
     def _wake(self) -> None:
         self.changed.set()
@@ -70,17 +73,19 @@ class EraBridge:
     """Runs tool calls for stateless-era clients against handshake-era servers."""
 
     def __init__(self) -> None:
-        self._parked: dict[str, _Parked] = {}
+        self._parked: dict[str, Parked] = {}
         self._tg: anyio.abc.TaskGroup | None = None
 
     def bind(self, task_group: anyio.abc.TaskGroup | None) -> None:
         """The task group parked calls run in (the hub's)."""
         self._tg = task_group
 
-    def start(self, tool: str, run: Callable[[Any], Awaitable[types.CallToolResult]]) -> _Parked:
+    def start(
+        self, tool: str, run: Callable[[Parked], Awaitable[types.CallToolResult]], progress: ProgressFnT | None = None
+    ) -> Parked:
         """Start a downstream call in the background; ``run`` receives the parked call (its ``ask`` relays)."""
         assert self._tg is not None, "the bridge runs inside Hub.run()"
-        parked = _Parked(tool)
+        parked = Parked(tool, progress=progress)
 
         async def drive() -> None:
             with parked.scope:
@@ -98,7 +103,7 @@ class EraBridge:
         """Whether ``request_state`` names a call parked here (else it is a downstream's own state)."""
         return request_state in self._parked
 
-    def resume(self, tool: str, params: types.CallToolRequestParams) -> _Parked:
+    def resume(self, tool: str, params: types.CallToolRequestParams, progress: ProgressFnT | None = None) -> Parked:
         """The parked call a retry names, with the client's answers delivered to its waiting requests.
 
         Raises:
@@ -107,6 +112,7 @@ class EraBridge:
         parked = self._parked.pop(params.request_state or "", None)
         if parked is None or parked.tool != tool:
             raise MCPError(types.INVALID_PARAMS, "hanzo-hub: unknown or expired requestState")
+        parked.progress = progress
         for key, response in (params.input_responses or {}).items():
             exchange = parked.pending.get(key)
             if exchange is not None and exchange.response is None:
@@ -114,7 +120,7 @@ class EraBridge:
                 exchange.answered.set()
         return parked
 
-    async def settle(self, parked: _Parked) -> types.CallToolResult | types.InputRequiredResult:
+    async def settle(self, parked: Parked) -> types.CallToolResult | types.InputRequiredResult:
         """Wait until the call completes or asks something the client has not answered yet.
 
         Raises:
@@ -131,14 +137,14 @@ class EraBridge:
                 return self._park(parked, unanswered)
             await parked.changed.wait()
 
-    def _park(self, parked: _Parked, requests: dict[str, types.InputRequest]) -> types.InputRequiredResult:
+    def _park(self, parked: Parked, requests: dict[str, types.InputRequest]) -> types.InputRequiredResult:
         token = secrets.token_urlsafe(24)
         self._parked[token] = parked
         assert self._tg is not None
         self._tg.start_soon(self._expire, token, parked)
         return types.InputRequiredResult(input_requests=requests, request_state=token)
 
-    async def _expire(self, token: str, parked: _Parked) -> None:
+    async def _expire(self, token: str, parked: Parked) -> None:
         await anyio.sleep(PARK_TTL)
         if self._parked.get(token) is parked:
             del self._parked[token]

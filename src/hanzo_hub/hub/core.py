@@ -8,16 +8,15 @@ one broken server never hides the others.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from functools import partial
 from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
-from mcp import Client, MCPDeprecationWarning
+from mcp import Client
 from mcp.server.context import ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.shared.dispatcher import ProgressFnT
@@ -29,11 +28,11 @@ from hanzo_hub.backends.pool import BackendPool
 from hanzo_hub.backends.snapshot import SnapshotStore
 from hanzo_hub.config import HubSettings
 from hanzo_hub.errors import BackendError, PromptNotFound, ResourceNotFound, ToolNotFound
-from hanzo_hub.hub.bridge import EraBridge
+from hanzo_hub.hub.bridge import EraBridge, Parked
 from hanzo_hub.hub.naming import assign_aliases, expose_uri
 from hanzo_hub.hub.notify import ChangeNotifier
 from hanzo_hub.hub.registry import Registry, Target
-from hanzo_hub.hub.relay import Asker, Relay
+from hanzo_hub.hub.relay import Relay
 
 logger = logging.getLogger(__name__)
 
@@ -44,12 +43,19 @@ def _modern(client: Client) -> bool:
     return client.protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
-async def _legacy_call(call: Callable[[], Awaitable[T]]) -> T:
-    """Call a feature the SDK marks deprecated (2025-11-25 only), without the deprecation warning."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", MCPDeprecationWarning)
-        awaitable = call()
-    return await awaitable
+async def _legacy_request(client: Client, request: types.ClientRequest) -> None:
+    """Send a 2025-11-25-only request (deprecated in the SDK for 2026-07-28) as a plain request: no warning."""
+    await client.session.send_request(request, types.EmptyResult)
+
+
+def _set_level(level: types.LoggingLevel) -> types.ClientRequest:
+    return types.SetLevelRequest(params=types.SetLevelRequestParams(level=level))
+
+
+def _subscription(uri: str, *, subscribe: bool) -> types.ClientRequest:
+    if subscribe:
+        return types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri))
+    return types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri))
 
 
 class Hub:
@@ -134,12 +140,12 @@ class Hub:
         """Re-apply the clients' log level and resource subscriptions to a (re)started server."""
         caps = client.server_capabilities
         if self.relay.log_level is not None and caps.logging is not None and not _modern(client):
-            await _legacy_call(partial(client.set_logging_level, self.relay.log_level))
+            await _legacy_request(client, _set_level(self.relay.log_level))
         if caps.resources is not None and caps.resources.subscribe and not _modern(client):
             for exposed in self.relay.subscribed():
                 target = self.registry.resolve_uri(exposed)
                 if target.server == server:
-                    await _legacy_call(partial(client.subscribe_resource, target.original))
+                    await _legacy_request(client, _subscription(target.original, subscribe=True))
 
     def _exposed_uri(self, server: str, uri: str) -> str:
         return expose_uri(uri, self.registry.alias(server)) if self.registry.prefixed else uri
@@ -201,7 +207,7 @@ class Hub:
         target = await self._resolve(self.registry.resolve_tool, name)
         meta = self.relay.downstream_meta(ctx)
         if ctx is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            bridged = await self._bridged_call(target, arguments, ctx, params, meta)
+            bridged = await self._bridged_call(target, arguments, ctx, params, meta, progress)
             if bridged is not None:
                 return bridged
 
@@ -230,20 +236,31 @@ class Hub:
         ctx: ServerRequestContext[Any, Any],
         params: types.CallToolRequestParams | None,
         meta: types.RequestParamsMeta | None,
+        progress: ProgressFnT | None,
     ) -> types.CallToolResult | types.InputRequiredResult | None:
-        """A stateless-era client's call of a handshake-era server's tool, through the era bridge; else ``None``."""
+        """A stateless-era client's call of a handshake-era server's tool, through the era bridge; else ``None``.
+
+        Progress goes to whichever round of the client's request is current (``parked.progress``).
+        """
         supervisor = self.pool.get(target.server)
         try:
             if params is not None and params.request_state and self.bridge.knows(params.request_state):
-                return await self.bridge.settle(self.bridge.resume(target.original, params))
+                return await self.bridge.settle(self.bridge.resume(target.original, params, progress))
             if _modern(await supervisor.ensure()):
                 return None
 
-            async def run(asker: Asker) -> types.CallToolResult:
-                with self.relay.calling(target.server, ctx, asker):
-                    return await supervisor.request(lambda c: c.call_tool(target.original, arguments, meta=meta))
+            async def run(parked: Parked) -> types.CallToolResult:
+                async def relay_progress(progress: float, total: float | None, message: str | None) -> None:
+                    if parked.progress is not None:
+                        with contextlib.suppress(Exception):  # a finished round cannot take progress any more
+                            await parked.progress(progress, total, message)
 
-            return await self.bridge.settle(self.bridge.start(target.original, run))
+                with self.relay.calling(target.server, ctx, parked):
+                    return await supervisor.request(
+                        lambda c: c.call_tool(target.original, arguments, progress_callback=relay_progress, meta=meta)
+                    )
+
+            return await self.bridge.settle(self.bridge.start(target.original, run, progress))
         except BackendError as exc:
             return types.CallToolResult(content=[types.TextContent(type="text", text=str(exc))], is_error=True)
 
@@ -283,7 +300,7 @@ class Hub:
             if client is None or client.server_capabilities.logging is None or _modern(client):
                 return
             try:
-                await supervisor.request(lambda c: _legacy_call(partial(c.set_logging_level, level)))
+                await supervisor.request(lambda c: _legacy_request(c, _set_level(level)))
             except Exception:  # one server refusing must not fail the client's request
                 logger.warning("server %s did not take log level %s", name, level)
 
@@ -314,10 +331,8 @@ class Hub:
         async def op(client: Client) -> None:
             if _modern(client):
                 supervisor.resubscribe()  # its change stream is reopened with the new set of URIs
-            elif subscribe:
-                await _legacy_call(partial(client.subscribe_resource, target.original))
             else:
-                await _legacy_call(partial(client.unsubscribe_resource, target.original))
+                await _legacy_request(client, _subscription(target.original, subscribe=subscribe))
 
         await supervisor.request(op)
 

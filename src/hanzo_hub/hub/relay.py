@@ -116,10 +116,6 @@ class Relay:
             return None
         return client_params.capabilities.model_dump(mode="json", by_alias=True, exclude_none=True)
 
-    def _wants(self, session: ServerSession, level: types.LoggingLevel) -> bool:
-        chosen = _connection(session).state.get(_LEVEL_KEY)
-        return chosen is None or _LEVELS.index(level) >= _LEVELS.index(chosen)
-
     # -- calls in flight ----------------------------------------------------------------------------------------
 
     @contextmanager
@@ -187,6 +183,11 @@ class Relay:
                 )
             return await self._send(session, None, request, result_type)
         if call.modern and call.asker is not None:
+            declared = self.upstream_capabilities(call.ctx) or {}
+            if capability not in declared:
+                return types.ErrorData(
+                    code=types.INVALID_REQUEST, message=f"hanzo-hub: the client does not support {capability}"
+                )
             answer = await call.asker.ask(capability, request)
             return answer if isinstance(answer, result_type | types.ErrorData) else _mismatch(capability)
         if call.modern:
@@ -214,19 +215,31 @@ class Relay:
             return types.ErrorData(code=types.INTERNAL_ERROR, message="hanzo-hub: the client did not answer in time")
 
     async def _log(self, server: str, params: types.LoggingMessageNotificationParams) -> None:
+        """A downstream log message goes to the client whose call it belongs to, else to every connected client.
+
+        Levels are honoured as each era defines them: a handshake-era client's ``logging/setLevel`` choice, a
+        stateless-era client's per-request opt-in (without one, nothing is sent).
+        """
         call = self.upstream_for(server)
-        name = params.logger or server
         targets: list[tuple[ServerSession, types.RequestId | None]]
         if call is not None:
+            if call.modern and not _at_least(params.level, _requested_level(call.ctx)):
+                return
             targets = [(call.ctx.session, call.ctx.request_id)]
         else:
             targets = [(s, None) for s in self._notifier.sessions()]
+        notification = types.LoggingMessageNotification(
+            params=types.LoggingMessageNotificationParams(
+                level=params.level, data=params.data, logger=params.logger or server
+            )
+        )
         for session, related in targets:
-            if not self._wants(session, params.level):
+            legacy = call is None or not call.modern
+            if legacy and not _at_least(params.level, _connection(session).state.get(_LEVEL_KEY)):
                 continue
             try:
                 with anyio.fail_after(NOTIFY_TIMEOUT):
-                    await session.send_log_message(params.level, params.data, logger=name, related_request_id=related)
+                    await session.send_notification(notification, related_request_id=related)
             except Exception:  # a gone client must not break the downstream's connection
                 logger.debug("could not relay a log message of server %s", server, exc_info=True)
 
@@ -271,6 +284,20 @@ class Relay:
                     await session.send_resource_updated(exposed_uri)
             except Exception:  # a gone client is dropped, the others still hear
                 self._forget(exposed_uri, connection)
+
+
+def _requested_level(ctx: ServerRequestContext[Any, Any]) -> str:
+    """A stateless-era request's log-level opt-in; ``"none"`` when it opted out (nothing passes)."""
+    requested = ((ctx.params or {}).get("_meta") or {}).get(LOG_LEVEL_META_KEY)
+    return requested if requested in _LEVELS else "none"
+
+
+def _at_least(level: str, threshold: str | None) -> bool:
+    if threshold is None:
+        return True
+    if threshold not in _LEVELS:
+        return False
+    return level in _LEVELS and _LEVELS.index(level) >= _LEVELS.index(threshold)
 
 
 def _connection(session: ServerSession) -> Any:

@@ -18,6 +18,7 @@ from mcp import MCPDeprecationWarning, MCPError
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
+from pydantic import BaseModel
 
 from hanzo_hub import __version__
 from hanzo_hub.errors import BackendError, HubError, PromptNotFound, ResourceNotFound, ToolNotFound
@@ -45,6 +46,15 @@ async def _translated() -> AsyncIterator[None]:
         raise MCPError(types.INTERNAL_ERROR, str(exc)) from None
     except HubError as exc:
         raise MCPError(types.INTERNAL_ERROR, str(exc)) from None
+
+
+def _unstamped(result: T) -> T:
+    """Drop a downstream's ``serverInfo`` stamp from a proxied result: the hub answered (and stamps itself)."""
+    meta = getattr(result, "meta", None)
+    if not isinstance(result, BaseModel) or not meta or types.SERVER_INFO_META_KEY not in meta:
+        return result
+    rest = {key: value for key, value in meta.items() if key != types.SERVER_INFO_META_KEY}
+    return result.model_copy(update={"meta": rest or None})
 
 
 class _Handlers:
@@ -106,7 +116,7 @@ class _Handlers:
         async def wrapped(ctx: Ctx, params: Any) -> T:
             self.hub.notifier.track(ctx.session, ctx.protocol_version)
             async with _translated():
-                return await fn(ctx, params)
+                return _unstamped(await fn(ctx, params))
 
         return wrapped
 
