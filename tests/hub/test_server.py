@@ -214,3 +214,17 @@ async def test_a_tool_list_change_reaches_listening_2026_clients(make_settings: 
                     break
         names = {tool.name for tool in (await client.list_tools()).tools}
     assert "alpha__extra" in names
+
+
+async def test_proxied_results_carry_the_hubs_identity_not_the_downstreams(make_settings: MakeSettings) -> None:
+    settings = make_settings({"alpha": inproc("alpha"), "beta": inproc("beta")})
+    async with Hub.open(settings) as hub:
+        async with Client(build_server(hub), mode="auto") as modern:
+            stamped = await modern.call_tool("alpha__echo", {"text": "x"})
+            read = await modern.read_resource("hub://beta/fixture://doc")
+        async with Client(build_server(hub), mode="legacy") as legacy:
+            plain = await legacy.call_tool("alpha__echo", {"text": "x"})
+    for result in (stamped, read):
+        assert result.meta is not None
+        assert result.meta[types.SERVER_INFO_META_KEY]["name"] == SERVER_NAME
+    assert types.SERVER_INFO_META_KEY not in (plain.meta or {})
