@@ -74,9 +74,17 @@ def _settings(args: argparse.Namespace) -> HubSettings:
     return load_settings(args.config, **overrides)
 
 
+class _JunkLineFilter(logging.Filter):
+    """Drop the SDK's traceback for each non-JSON line a downstream prints; the supervisor logs a short summary."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.name == "mcp.client.stdio" and str(record.msg).startswith("Failed to parse JSONRPC"))
+
+
 def _configure_logging(level: str) -> None:
     handler = logging.StreamHandler(sys.stderr)  # never stdout: over stdio it carries the protocol
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(_JunkLineFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
