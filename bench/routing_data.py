@@ -172,3 +172,17 @@ if __name__ == "__main__":
             f"{time.perf_counter() - t0:.1f}s",
             {m: round(float(q.mean()), 4) for m, q in s.quality.items()},
         )
+
+
+def hash_embed(texts: list[str], dim: int = 384) -> np.ndarray:
+    """A cheap fallback feature: hashed word unigrams + bigrams, sqrt-damped, L2-normalised (no model)."""
+    import zlib
+
+    out = np.zeros((len(texts), dim), np.float32)
+    for r, t in enumerate(texts):
+        words = re.findall(r"[a-z0-9]+|[^\sa-z0-9]", t.lower())
+        for tok in words + [a + " " + b for a, b in zip(words, words[1:], strict=False)]:
+            h = zlib.crc32(tok.encode())
+            out[r, h % dim] += 1.0 if (h >> 16) & 1 else -1.0
+    out = np.sign(out) * np.sqrt(np.abs(out))
+    return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
