@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import glob
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -181,7 +182,7 @@ def hash_embed(texts: list[str], dim: int = 384) -> np.ndarray:
     out = np.zeros((len(texts), dim), np.float32)
     for r, t in enumerate(texts):
         words = re.findall(r"[a-z0-9]+|[^\sa-z0-9]", t.lower())
-        for tok in words + [a + " " + b for a, b in zip(words, words[1:], strict=False)]:
+        for tok in words + [a + " " + b for a, b in itertools.pairwise(words)]:
             h = zlib.crc32(tok.encode())
             out[r, h % dim] += 1.0 if (h >> 16) & 1 else -1.0
     out = np.sign(out) * np.sqrt(np.abs(out))
