@@ -79,4 +79,20 @@ def markdown(r: dict[str, Any]) -> str:
         ),
         "",
     ]
+    lines += [
+        "## How to read this (honesty notes)",
+        "",
+        "- The bandit learns only from the stream halves, with bandit feedback (the chosen model's outcome). "
+        "The kNN baseline is fit on the same halves with both models' outcomes, i.e. it sees more.",
+        "- Nothing was tuned on the held-out halves: bandit hyperparameters are the library defaults and the "
+        "pacer target (0.45 cost share) was fixed before the first run.",
+        "- Held-out curves sweep a threshold over each router's score; 'quality share @50% cost' takes the "
+        "largest strong-call share whose cost share is <= 0.5. The operating-point table is what the router "
+        "itself does with its final lambda.",
+        "- Oracle APGR exceeds 1 because Mixtral is right on some prompts where GPT-4 is wrong.",
+        "- Token counts are characters/4; MMLU answers count as 2 output tokens; MT-Bench turn-2 input adds the "
+        "strong model's turn-1 answer length. Prices: registry list prices (GPT-4-1106 $10/$30, Mixtral $0.6/$0.6 "
+        "per M tokens). Contaminated prompts listed with the data are dropped.",
+        "",
+    ]
     return "\n".join(lines)
