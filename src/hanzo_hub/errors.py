@@ -6,7 +6,8 @@ HubError
 ├── CatalogError ── ManifestInvalid
 ├── BackendError ── BackendUnavailable, BackendTimeout, BackendCrashed
 ├── ToolNotFound, ResourceNotFound, PromptNotFound
-└── PolicyDenied
+├── PolicyDenied
+└── CompletionError ── ModelNotFound, NoEligibleModel
 ```
 
 Adapters translate foreign exceptions into these (``raise ... from exc``); the front server converts them into
@@ -71,3 +72,15 @@ class PromptNotFound(HubError):
 
 class PolicyDenied(HubError):
     """A policy refused the call."""
+
+
+class CompletionError(HubError):
+    """A routed completion could not be produced."""
+
+
+class ModelNotFound(CompletionError):
+    """No model of that id is in the registry."""
+
+
+class NoEligibleModel(CompletionError):
+    """Every configured model violates the request's cost, latency, context or capability limits."""
