@@ -27,6 +27,7 @@ from hanzo_hub.errors import ConfigError
 __all__ = [
     "AuthSettings",
     "BackendSettings",
+    "CatalogSettings",
     "ExposureSettings",
     "OAuthSettings",
     "TokenSpec",
@@ -35,6 +36,10 @@ __all__ = [
     "HubSettings",
     "InprocServerSpec",
     "ServerSpec",
+    "SandboxLimitsSettings",
+    "SandboxSettings",
+    "ServerPolicySpec",
+    "ToolPolicySpec",
     "SseServerSpec",
     "StdioServerSpec",
     "load_settings",
@@ -198,6 +203,83 @@ class ExposureSettings(_Model):
     separator: Literal["__"] = "__"
 
 
+NetworkMode = Literal["none", "loopback", "full"]
+SandboxKind = Literal["bwrap", "docker", "none"]
+
+
+class SandboxLimitsSettings(_Model):
+    """Resource limits for a sandboxed process (code execution defaults: 2 CPUs, 4 GiB, 60 s, no network)."""
+
+    cpus: float | None = Field(default=2.0, gt=0)
+    memory_bytes: int | None = Field(default=4 * 1024**3, gt=0)
+    pids: int | None = Field(default=256, gt=0)
+    wall_seconds: float | None = Field(default=60.0, gt=0)
+    cpu_seconds: float | None = Field(default=None, gt=0, description="RLIMIT_CPU; default: wall x cpus.")
+    file_size_bytes: int | None = Field(default=256 * 1024**2, gt=0)
+    output_bytes: int = Field(default=1024 * 1024, gt=0, description="stdout/stderr kept per stream by run().")
+    network: NetworkMode = "none"
+
+
+class ToolPolicySpec(_Model):
+    """Per-call policy of a tool; every unset field falls back to the server, then the category, then defaults."""
+
+    path_args: tuple[str, ...] | None = Field(default=None, description="Argument names holding file paths.")
+    url_args: tuple[str, ...] | None = Field(default=None, description="Argument names holding URLs.")
+    writable: bool | None = None
+    allow_hosts: tuple[str, ...] | None = Field(default=None, description="fnmatch patterns; empty = any host.")
+    deny_hosts: tuple[str, ...] | None = None
+    allow_private_network: bool | None = Field(default=None, description="Grant loopback/private/metadata URLs.")
+    rate_per_minute: float | None = Field(default=None, gt=0)
+    burst: int | None = Field(default=None, ge=1)
+    timeout: float | None = Field(default=None, gt=0)
+    max_result_bytes: int | None = Field(default=None, gt=0)
+    enabled: bool | None = None
+
+
+class ServerPolicySpec(_Model):
+    """Policy of one downstream server: its sandbox, category, limits and per-tool overrides."""
+
+    sandbox: SandboxKind | None = None
+    category: str | None = None
+    limits: SandboxLimitsSettings | None = None
+    defaults: ToolPolicySpec = Field(default_factory=ToolPolicySpec)
+    tools: dict[str, ToolPolicySpec] = Field(default_factory=dict)
+
+
+class SandboxSettings(_Model):
+    """Isolation backends, per-call policy and the secrets vault."""
+
+    backend: SandboxKind = Field(default="bwrap", description="Default sandbox for stdio servers and code.")
+    limits: SandboxLimitsSettings = Field(default_factory=SandboxLimitsSettings)
+    roots: dict[str, tuple[Path, ...]] = Field(
+        default_factory=dict, description="Allowed path roots per user id; '*' applies to every user."
+    )
+    categories: dict[str, ToolPolicySpec] = Field(default_factory=dict, description="Overrides per category.")
+    servers: dict[str, ServerPolicySpec] = Field(default_factory=dict)
+    calls_per_turn: int = Field(default=25, ge=1)
+    calls_per_session: int = Field(default=1000, ge=1)
+    cgroup_root: Path | None = Field(default=None, description="Delegated cgroup v2 subtree; default: own cgroup.")
+    docker_host: str | None = Field(default=None, description="Docker-API socket URL; default: DOCKER_HOST.")
+    docker_image: str = "hanzo-sbx:1"
+    docker_warm: int = Field(default=0, ge=0, description="Warm containers kept for run() (exec_run).")
+    keyring_service: str | None = Field(default="hanzo-hub", description="None: never use the OS keyring.")
+
+
+class CatalogSettings(_Model):
+    """The catalog of downstream servers: where manifests and per-server environments live, and which are on.
+
+    A server is served when it is in ``enabled`` here or was enabled with ``hanzo-hub catalog enable`` (recorded in
+    ``<home>/catalog/state.json``), and was not disabled there since.
+    """
+
+    enabled: tuple[str, ...] = Field(default=(), description="Catalog ids to serve (in addition to the state file).")
+    manifest_dirs: tuple[Path, ...] = Field(default=(), description="Extra manifest folders; later ones win.")
+    packaged: bool = Field(default=True, description="Include the manifests shipped with hanzo-hub.")
+    project: Path | None = Field(default=None, description="The folder '{project}' stands for (default: cwd).")
+    installer: Literal["auto", "uv", "pip"] = Field(default="auto", description="How Python envs are built.")
+    install_timeout: float = Field(default=600.0, gt=0, description="Bound on one install step, seconds.")
+
+
 class HubSettings(BaseSettings):
     """Everything the hub is configured with."""
 
@@ -212,6 +294,7 @@ class HubSettings(BaseSettings):
     auth: AuthSettings = Field(default_factory=AuthSettings)
     backends: BackendSettings = Field(default_factory=BackendSettings)
     exposure: ExposureSettings = Field(default_factory=ExposureSettings)
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     servers: dict[str, ServerSpec] = Field(default_factory=dict)
     config_file: Path | None = Field(default=None, exclude=True)
 
@@ -251,6 +334,21 @@ class HubSettings(BaseSettings):
     def snapshot_dir(self) -> Path:
         """Where per-server list snapshots live."""
         return self.home / "snapshots"
+
+    @property
+    def vault_dir(self) -> Path:
+        """Where the encrypted secrets vault (and its key file, without a keyring) lives."""
+        return self.home / "vault"
+
+    @property
+    def envs_dir(self) -> Path:
+        """Where cataloged servers get their own environments (one venv or npm prefix per id)."""
+        return self.home / "envs"
+
+    @property
+    def catalog_dir(self) -> Path:
+        """Where the catalog keeps its state, refreshed ``tools.json`` files and user-added manifests."""
+        return self.home / "catalog"
 
     @property
     def log_dir(self) -> Path:

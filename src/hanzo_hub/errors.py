@@ -3,7 +3,7 @@
 ```
 HubError
 ├── ConfigError
-├── CatalogError ── ManifestInvalid
+├── CatalogError ── ManifestInvalid, InstallFailed
 ├── BackendError ── BackendUnavailable, BackendTimeout, BackendCrashed
 ├── ToolNotFound, ResourceNotFound, PromptNotFound
 ├── PolicyDenied
@@ -30,7 +30,22 @@ class CatalogError(HubError):
 
 
 class ManifestInvalid(CatalogError):
-    """One manifest is broken; it is skipped and the rest of the catalog loads."""
+    """One manifest is broken; it is skipped and the rest of the catalog loads. ``path`` and ``key`` say where."""
+
+    def __init__(self, path: str, key: str, reason: str) -> None:
+        super().__init__(f"{path}: {key}: {reason}")
+        self.path = path
+        self.key = key
+        self.reason = reason
+
+
+class InstallFailed(CatalogError):
+    """A cataloged server's environment could not be built; ``server`` names it, the message says why."""
+
+    def __init__(self, server: str, reason: str) -> None:
+        super().__init__(f"catalog server '{server}': {reason}")
+        self.server = server
+        self.reason = reason
 
 
 class BackendError(HubError):
@@ -84,3 +99,19 @@ class ModelNotFound(CompletionError):
 
 class NoEligibleModel(CompletionError):
     """Every configured model violates the request's cost, latency, context or capability limits."""
+
+
+class SandboxError(HubError):
+    """Isolation could not be provided as the policy asked."""
+
+
+class SandboxUnavailable(SandboxError):
+    """The machine lacks the sandbox backend a policy asks for; the message says why (e.g. not installed)."""
+
+
+class SandboxStartFailed(SandboxError):
+    """The sandbox backend exists but could not start the process or container."""
+
+
+class VaultError(SandboxError):
+    """The secrets vault cannot be read or written (bad key, wrong permissions, corrupt file)."""
