@@ -6,7 +6,9 @@ HubError
 ├── CatalogError ── ManifestInvalid
 ├── BackendError ── BackendUnavailable, BackendTimeout, BackendCrashed
 ├── ToolNotFound, ResourceNotFound, PromptNotFound
-└── PolicyDenied
+├── PolicyDenied
+├── EmbeddingError
+└── VectorStoreError
 ```
 
 Adapters translate foreign exceptions into these (``raise ... from exc``); the front server converts them into
@@ -67,3 +69,11 @@ class PromptNotFound(HubError):
 
 class PolicyDenied(HubError):
     """A policy refused the call."""
+
+
+class EmbeddingError(HubError):
+    """An embedding model could not be loaded or failed to embed."""
+
+
+class VectorStoreError(HubError):
+    """The vector store could not be opened, read or written."""
