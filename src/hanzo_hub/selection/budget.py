@@ -9,6 +9,7 @@ not installed, ``HeuristicCounter`` estimates (JSON-aware, 1.6 x chars/4) and sa
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -33,9 +34,12 @@ class BpeCounter:
     """o200k_base (GPT-4o family) counts through the offline ``bpe-openai`` package."""
 
     def __init__(self, encoding: str = "o200k_base") -> None:
-        import bpe_openai
+        with warnings.catch_warnings():
+            # bpe-openai 0.1.4 reads its bundled ranks with the deprecated importlib.resources.open_binary.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            import bpe_openai
 
-        self._encoding: Any = bpe_openai.get_encoding(encoding)
+            self._encoding: Any = bpe_openai.get_encoding(encoding)
         self.name = f"bpe-openai:{encoding}"
 
     def count(self, text: str) -> int:

@@ -12,10 +12,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from hanzo_hub.selection.dense import DenseIndex, Matrix
 from hanzo_hub.selection.lexical import BM25Index
 from hanzo_hub.selection.query import subqueries
+
+Scores = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +77,7 @@ class HybridRetriever:
         for i, s in enumerate(self.servers):
             self._members[names.index(s)].append(i)
 
-    def _fuse(self, scores: Matrix, ranking: Sequence[int], weight: float) -> None:
+    def _fuse(self, scores: Scores, ranking: Sequence[int], weight: float) -> None:
         k = self.params.rrf_k
         for rank, idx in enumerate(ranking):
             scores[idx] += weight / (k + rank + 1)
@@ -101,7 +104,7 @@ class HybridRetriever:
         order = top[np.argsort(-fused[top], kind="stable")]
         return Ranked([int(i) for i in order], [float(fused[i]) for i in order])
 
-    def _server_bonus(self, fused: Matrix) -> Matrix:
+    def _server_bonus(self, fused: Scores) -> Scores:
         p = self.params
         server_scores = np.zeros(len(self._server_names), dtype=np.float64)
         for s, members in enumerate(self._members):

@@ -101,7 +101,7 @@ class SentenceTransformerEmbedder:
                 model = SentenceTransformer(str(path), device=self._device, local_files_only=True)
                 model.max_seq_length = self._max_seq_length
                 model.eval()
-                self._dimension = int(model.get_sentence_embedding_dimension())
+                self._dimension = int(model.get_embedding_dimension() or 0)
                 self._model = model
             return self._model
 
