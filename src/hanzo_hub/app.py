@@ -16,16 +16,17 @@ from starlette.routing import Mount, Route
 from hanzo_hub.config import HubSettings
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.server import build_server
-from hanzo_hub.transports.http import mcp_app
+from hanzo_hub.transports.http import check_bind, mcp_app
 
 logger = logging.getLogger(__name__)
 
 
 def build_app(settings: HubSettings) -> Starlette:
     """A Starlette app serving the hub; entering its lifespan starts the hub, leaving it stops every server."""
+    check_bind(settings.http, settings.auth)
     hub = Hub(settings)
     server = build_server(hub)
-    inner = mcp_app(server, settings.http)
+    inner = mcp_app(server, settings.http, settings.auth)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:

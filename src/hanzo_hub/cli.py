@@ -4,6 +4,7 @@
 hanzo-hub serve [--config FILE] [--http] [--host H] [--port P] [--home DIR]
 hanzo-hub import [--from FILE] [--project DIR] [--dry-run]
 hanzo-hub snippet [--http]
+hanzo-hub token --user ID
 ```
 """
 
@@ -47,6 +48,9 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument("--project", type=Path, help="also read this project's .mcp.json, .cursor/, .vscode/")
     imp.add_argument("--dry-run", action="store_true", help="report without writing")
 
+    token = commands.add_parser("token", help="make a bearer token for the HTTP endpoint")
+    token.add_argument("--user", required=True, help="the user id the token stands for")
+
     snippet = commands.add_parser("snippet", parents=[common], help="print the entry to paste into a client config")
     snippet.add_argument("--http", action="store_true", help="print an HTTP entry instead")
     return parser
@@ -70,9 +74,17 @@ def _settings(args: argparse.Namespace) -> HubSettings:
     return load_settings(args.config, **overrides)
 
 
+class _JunkLineFilter(logging.Filter):
+    """Drop the SDK's traceback for each non-JSON line a downstream prints; the supervisor logs a short summary."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.name == "mcp.client.stdio" and str(record.msg).startswith("Failed to parse JSONRPC"))
+
+
 def _configure_logging(level: str) -> None:
     handler = logging.StreamHandler(sys.stderr)  # never stdout: over stdio it carries the protocol
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(_JunkLineFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
@@ -151,7 +163,19 @@ def _cmd_snippet(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"serve": _cmd_serve, "import": _cmd_import, "snippet": _cmd_snippet}
+def _cmd_token(args: argparse.Namespace) -> int:
+    import secrets
+
+    from hanzo_hub.transports.auth import token_digest
+
+    token = secrets.token_urlsafe(32)
+    print(f"token (shown once; give it to the client as 'Authorization: Bearer <token>'):\n  {token}\n")
+    print("add to the hub's config file under auth.tokens:")
+    print(json.dumps({"user": args.user, "sha256": token_digest(token)}))
+    return 0
+
+
+COMMANDS = {"serve": _cmd_serve, "import": _cmd_import, "snippet": _cmd_snippet, "token": _cmd_token}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

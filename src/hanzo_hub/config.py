@@ -25,8 +25,11 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from hanzo_hub.errors import ConfigError
 
 __all__ = [
+    "AuthSettings",
     "BackendSettings",
     "ExposureSettings",
+    "OAuthSettings",
+    "TokenSpec",
     "HttpServerSpec",
     "HttpSettings",
     "HubSettings",
@@ -140,6 +143,38 @@ class HttpSettings(_Model):
     max_sessions: int = Field(default=1000, gt=0)
 
 
+class TokenSpec(_Model):
+    """A static bearer token, stored only as its SHA-256, and the user it stands for."""
+
+    user: str = Field(min_length=1, max_length=128)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="hex SHA-256 of the token (hanzo-hub token new)")
+
+
+class OAuthSettings(_Model):
+    """The hub as an OAuth 2.1 resource server: JWT access tokens checked against the issuer's JWKS."""
+
+    issuer: str = Field(pattern=r"^https?://")
+    audience: str = Field(min_length=1, description="the hub's resource identifier the tokens must name")
+    jwks_url: str = Field(pattern=r"^https?://")
+    algorithms: tuple[str, ...] = ("RS256", "ES256", "PS256", "EdDSA")
+    required_scopes: tuple[str, ...] = ()
+    leeway: float = Field(default=30.0, ge=0, description="clock skew allowed on exp/nbf/iat, seconds")
+    user_claim: str = "sub"
+    jwks_cache: float = Field(default=300.0, gt=0, description="seconds a fetched JWKS is trusted")
+
+
+class AuthSettings(_Model):
+    """Who may use the HTTP endpoint. Without tokens or OAuth, only loopback binds are allowed."""
+
+    tokens: tuple[TokenSpec, ...] = ()
+    oauth: OAuthSettings | None = None
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any authentication is configured."""
+        return bool(self.tokens) or self.oauth is not None
+
+
 class BackendSettings(_Model):
     """Downstream connections and their supervision. Every wait has a bound."""
 
@@ -174,6 +209,7 @@ class HubSettings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     user: str = Field(default_factory=lambda: _local_user(), description="User id for requests over stdio.")
     http: HttpSettings = Field(default_factory=HttpSettings)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
     backends: BackendSettings = Field(default_factory=BackendSettings)
     exposure: ExposureSettings = Field(default_factory=ExposureSettings)
     servers: dict[str, ServerSpec] = Field(default_factory=dict)
@@ -182,9 +218,15 @@ class HubSettings(BaseSettings):
     @field_validator("servers", mode="before")
     @classmethod
     def _normalize_servers(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            return {name: normalize_server_entry(entry) for name, entry in value.items()}
-        return value
+        if not isinstance(value, dict):
+            return value
+        normalized = {}
+        for name, entry in value.items():
+            try:
+                normalized[name] = normalize_server_entry(entry)
+            except ValueError as exc:
+                raise ValueError(f"server '{name}': {exc}") from None
+        return normalized
 
     @field_validator("servers")
     @classmethod
@@ -304,7 +346,8 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> HubSetti
     Raises:
         ConfigError: anything invalid, naming the file, the key and the problem.
     """
-    path = config_file if config_file is not None else default_config_file()
+    home = overrides.get("home")
+    path = config_file if config_file is not None else default_config_file(Path(home) if home is not None else None)
     data = read_config_file(path) if path is not None else {}
     token = _FILE_DATA.set(data)
     try:

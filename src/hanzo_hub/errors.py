@@ -7,8 +7,8 @@ HubError
 ├── BackendError ── BackendUnavailable, BackendTimeout, BackendCrashed
 ├── ToolNotFound, ResourceNotFound, PromptNotFound
 ├── PolicyDenied
-├── EmbeddingError
-└── VectorStoreError
+├── EmbeddingError, VectorStoreError
+└── CompletionError ── ModelNotFound, NoEligibleModel
 ```
 
 Adapters translate foreign exceptions into these (``raise ... from exc``); the front server converts them into
@@ -60,7 +60,11 @@ class ToolNotFound(HubError):
 
 
 class ResourceNotFound(HubError):
-    """No resource of that URI is known."""
+    """No resource of that URI is known (answered as -32602 with ``data.uri``, per SEP-2164)."""
+
+    def __init__(self, message: str, uri: str = "") -> None:
+        super().__init__(message)
+        self.uri = uri
 
 
 class PromptNotFound(HubError):
@@ -77,3 +81,15 @@ class EmbeddingError(HubError):
 
 class VectorStoreError(HubError):
     """The vector store could not be opened, read or written."""
+
+
+class CompletionError(HubError):
+    """A routed completion could not be produced."""
+
+
+class ModelNotFound(CompletionError):
+    """No model of that id is in the registry."""
+
+
+class NoEligibleModel(CompletionError):
+    """Every configured model violates the request's cost, latency, context or capability limits."""

@@ -7,16 +7,19 @@ Each transport module exposes ``connect(spec, context) -> target``; the target i
 from __future__ import annotations
 
 import importlib
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
-from mcp.client._transport import ReadStream, TransportStreams
+import mcp_types as types
+from mcp.client._transport import ReadStream, TransportStreams, WriteStream
 from mcp.shared.message import SessionMessage
+from mcp_types import CLIENT_CAPABILITIES_META_KEY
 
 from hanzo_hub.config import ServerSpec
 
@@ -97,6 +100,48 @@ class _WatchedReadStream:
         await self.aclose()
 
 
+_capabilities: ContextVar[dict[str, Any] | None] = ContextVar("hanzo_hub_client_capabilities", default=None)
+
+
+@contextmanager
+def client_capabilities(capabilities: dict[str, Any] | None) -> Iterator[None]:
+    """Within the block, stateless-era requests sent by this task declare ``capabilities`` as the client's.
+
+    The hub relays for a client: a downstream must see what that client can answer, not what the hub could.
+    """
+    token = _capabilities.set(capabilities)
+    try:
+        yield
+    finally:
+        _capabilities.reset(token)
+
+
+class _WatchedWriteStream:
+    """Delegates to a transport's write stream, declaring the relayed client's capabilities on requests."""
+
+    def __init__(self, inner: WriteStream[SessionMessage]) -> None:
+        self._inner = inner
+
+    async def send(self, item: SessionMessage, /) -> None:
+        override = _capabilities.get()
+        message = item.message
+        if override is not None and isinstance(message, types.JSONRPCRequest) and isinstance(message.params, dict):
+            meta = message.params.get("_meta")
+            if isinstance(meta, dict) and CLIENT_CAPABILITIES_META_KEY in meta:
+                params = {**message.params, "_meta": {**meta, CLIENT_CAPABILITIES_META_KEY: override}}
+                item = SessionMessage(message.model_copy(update={"params": params}), metadata=item.metadata)
+        await self._inner.send(item)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _WatchedWriteStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
 def watched(
     transport: AbstractAsyncContextManager[TransportStreams],
     on_junk: Callable[[Exception], None],
@@ -107,6 +152,6 @@ def watched(
     @asynccontextmanager
     async def run() -> AsyncIterator[TransportStreams]:
         async with transport as (read, write):
-            yield _WatchedReadStream(read, on_junk, on_end), write  # type: ignore[misc]
+            yield _WatchedReadStream(read, on_junk, on_end), _WatchedWriteStream(write)
 
     return run()

@@ -47,6 +47,12 @@ class _RunningSlots:
 
     def release(self, supervisor: Supervisor) -> None:
         self.running.discard(supervisor)
+        self._wake()
+
+    def idle(self, supervisor: Supervisor) -> None:
+        self._wake()  # a waiter in acquire() may evict it now
+
+    def _wake(self) -> None:
         self._freed.set()
         self._freed = anyio.Event()
 

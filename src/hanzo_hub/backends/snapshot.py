@@ -6,6 +6,7 @@ snapshot intact. A snapshot that cannot be read is ignored and logged; the serve
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -73,4 +74,5 @@ class SnapshotStore:
             tmp.replace(path)
         except OSError:
             logger.exception("could not write snapshot for server %s", server)
-            tmp.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # the directory itself may be what failed
+                tmp.unlink(missing_ok=True)

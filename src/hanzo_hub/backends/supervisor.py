@@ -22,6 +22,8 @@ import anyio.abc
 import mcp_types as types
 from mcp import Client, MCPError
 from mcp.server import MCPServer, Server
+from mcp.shared.subscriptions import ResourceUpdated
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from hanzo_hub.backends.base import ConnectContext, build_target, watched
 from hanzo_hub.backends.listing import Listing, fetch_listing
@@ -59,6 +61,12 @@ class SupervisorHooks(Protocol):
     def client_options(self, server: str) -> dict[str, Any]:
         """Extra ``mcp.Client`` keyword arguments (callbacks for server-to-client requests)."""
 
+    async def on_connected(self, server: str, client: Client) -> None:
+        """A connection is up: re-apply client state (log level, resource subscriptions)."""
+
+    def resource_subscriptions(self, server: str) -> list[str]:
+        """The server's own URIs of the resources clients are subscribed to."""
+
 
 class Slots(Protocol):
     """The pool's cap on running servers."""
@@ -69,11 +77,15 @@ class Slots(Protocol):
     def release(self, supervisor: Supervisor) -> None:
         """``supervisor`` stopped running."""
 
+    def idle(self, supervisor: Supervisor) -> None:
+        """``supervisor`` finished its last request in flight, so it may be evicted now."""
+
 
 @dataclass
 class _Attempt:
     ready: anyio.Event = field(default_factory=anyio.Event)
     error: BaseException | None = None
+    connected: bool = False
 
 
 class Supervisor:
@@ -111,6 +123,7 @@ class Supervisor:
         self.starts = 0
         self.junk_lines = 0
         self._log_offset = 0
+        self._relisten = anyio.Event()
 
     # -- public API ---------------------------------------------------------------------------------------------
 
@@ -118,6 +131,11 @@ class Supervisor:
     def call_timeout(self) -> float:
         """The deadline of one request to this server."""
         return self.spec.call_timeout or self._settings.call_timeout
+
+    @property
+    def client(self) -> Client | None:
+        """The live client, if the server runs."""
+        return self._client
 
     @property
     def log_path(self) -> Path:
@@ -135,6 +153,7 @@ class Supervisor:
         """
         deadline = timeout or self.call_timeout
         async with self.use() as client:
+            ended = self._ended  # this connection's, captured before a restart could replace it
             try:
                 with anyio.fail_after(deadline):
                     result = await op(client)
@@ -142,6 +161,10 @@ class Supervisor:
                 raise BackendTimeout(self.name, f"did not answer within {deadline:g} s") from None
             except MCPError as exc:
                 if exc.code == types.CONNECTION_CLOSED:
+                    # Let the connection task record the loss first, so the next request restarts the server
+                    # instead of meeting the dead client.
+                    with anyio.move_on_after(self._settings.shutdown_timeout + STOP_GRACE):
+                        await ended.wait()
                     raise BackendCrashed(self.name, f"closed its connection mid-request{self._log_hint()}") from None
                 raise
         self.failures = 0
@@ -157,6 +180,8 @@ class Supervisor:
         finally:
             self.in_flight -= 1
             self.last_used = self._clock()
+            if self.in_flight == 0:
+                self._slots.idle(self)
 
     async def ensure(self) -> Client:
         """Start the server unless it runs, and return its client.
@@ -252,6 +277,9 @@ class Supervisor:
             await attempt.ready.wait()  # _run bounds its own handshake and always sets ready
         if attempt.error is not None:
             raise BackendUnavailable(self.name, f"could not start: {self.last_error}") from None
+        if not attempt.connected:
+            # The connection task was cancelled (the hub is shutting down); retrying would spin in ensure().
+            raise BackendUnavailable(self.name, "was stopped while starting")
 
     async def _run(self, attempt: _Attempt) -> None:
         """The connection task: connect, serve until stopped or lost, clean up. Never raises."""
@@ -284,11 +312,17 @@ class Supervisor:
             self._client = client
             self._set_state(State.RUNNING)
             self.last_used = self._clock()
-            attempt.ready.set()
+            # Publish before reporting ready: whoever waited for the start (discovery, a first list) must find
+            # the server's tools in the registry once it returns.
             await self._publish(listing)
+            await self._connected_hook(client)
+            attempt.connected = True
+            attempt.ready.set()
             async with anyio.create_task_group() as waiters:
                 waiters.start_soon(_set_when, self._stop, waiters.cancel_scope)
                 waiters.start_soon(_set_when, lost, waiters.cancel_scope)
+                if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                    waiters.start_soon(self._listen, client)
 
     def _make_client(self, lost: anyio.Event) -> Client:
         target = build_target(self.spec, self._context)
@@ -320,6 +354,49 @@ class Supervisor:
             return
         await self._hooks.on_notification(self.name, message)
 
+    async def _listen(self, client: Client) -> None:
+        """Stateless-era servers announce changes only on ``subscriptions/listen``, never as notifications.
+
+        The stream asks for list changes and for updates of the resources clients subscribed to; it is reopened
+        whenever those subscriptions change (``resubscribe``).
+        """
+        caps = client.server_capabilities
+        lists = {
+            "tools_list_changed": bool(caps.tools and caps.tools.list_changed),
+            "resources_list_changed": bool(caps.resources and caps.resources.list_changed),
+            "prompts_list_changed": bool(caps.prompts and caps.prompts.list_changed),
+        }
+        while True:
+            uris = tuple(self._hooks.resource_subscriptions(self.name))
+            if not any(lists.values()) and not uris:
+                await self._relisten.wait()
+                continue
+            relisten = self._relisten
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_set_when, relisten, tg.cancel_scope)
+                    async with client.listen(**lists, resource_subscriptions=uris) as subscription:
+                        async for event in subscription:
+                            await self._on_event(event)
+                    tg.cancel_scope.cancel()
+            except Exception:  # task boundary: a server that cannot listen still serves requests
+                logger.warning("server %s does not deliver change events", self.name, exc_info=True)
+                return
+            if not relisten.is_set():
+                return  # the server closed the stream gracefully
+            self._relisten = anyio.Event()
+
+    async def _on_event(self, event: object) -> None:
+        if isinstance(event, ResourceUpdated):
+            params = types.ResourceUpdatedNotificationParams(uri=event.uri)
+            await self._hooks.on_notification(self.name, types.ResourceUpdatedNotification(params=params))
+        else:
+            self._tg.start_soon(self._refresh)
+
+    def resubscribe(self) -> None:
+        """The set of subscribed resources changed: reopen the change stream (stateless-era servers)."""
+        self._relisten.set()
+
     async def _refresh(self) -> None:
         """Re-list after the server said a list changed. Failures are logged, not raised (task boundary)."""
         client = self._client
@@ -331,6 +408,13 @@ class Supervisor:
             logger.warning("server %s announced a list change but re-listing failed", self.name, exc_info=True)
             return
         await self._publish(listing)
+
+    async def _connected_hook(self, client: Client) -> None:
+        try:
+            with anyio.move_on_after(self._settings.connect_timeout):
+                await self._hooks.on_connected(self.name, client)
+        except Exception:  # task boundary: re-applying client state is best effort
+            logger.exception("connect hook failed for server %s", self.name)
 
     async def _publish(self, listing: Listing) -> None:
         try:

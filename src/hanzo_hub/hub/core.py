@@ -8,25 +8,54 @@ one broken server never hides the others.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
 from mcp import Client
+from mcp.server.context import ServerRequestContext
+from mcp.server.session import ServerSession
+from mcp.shared.dispatcher import ProgressFnT
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from hanzo_hub.backends.base import client_capabilities
 from hanzo_hub.backends.listing import Listing
 from hanzo_hub.backends.pool import BackendPool
 from hanzo_hub.backends.snapshot import SnapshotStore
 from hanzo_hub.config import HubSettings
-from hanzo_hub.errors import BackendError
-from hanzo_hub.hub.naming import assign_aliases
+from hanzo_hub.errors import BackendError, PromptNotFound, ResourceNotFound, ToolNotFound
+from hanzo_hub.hub.bridge import EraBridge, Parked
+from hanzo_hub.hub.naming import assign_aliases, expose_uri
 from hanzo_hub.hub.notify import ChangeNotifier
-from hanzo_hub.hub.registry import Registry
+from hanzo_hub.hub.registry import Registry, Target
+from hanzo_hub.hub.relay import Relay
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def _modern(client: Client) -> bool:
+    return client.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+async def _legacy_request(client: Client, request: types.ClientRequest) -> None:
+    """Send a 2025-11-25-only request (deprecated in the SDK for 2026-07-28) as a plain request: no warning."""
+    await client.session.send_request(request, types.EmptyResult)
+
+
+def _set_level(level: types.LoggingLevel) -> types.ClientRequest:
+    return types.SetLevelRequest(params=types.SetLevelRequestParams(level=level))
+
+
+def _subscription(uri: str, *, subscribe: bool) -> types.ClientRequest:
+    if subscribe:
+        return types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri))
+    return types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri))
 
 
 class Hub:
@@ -42,6 +71,8 @@ class Hub:
         self.registry = Registry(servers, aliases, prefix=use_prefix)
         self.snapshots = SnapshotStore(settings.snapshot_dir)
         self.notifier = ChangeNotifier()
+        self.relay = Relay(self.notifier)
+        self.bridge = EraBridge()
         self._hashes: dict[str, str] = {}
         self._discovered = anyio.Event()
         self.pool = BackendPool(servers, settings.backends, settings.log_dir, hooks=self)
@@ -59,12 +90,14 @@ class Hub:
         """Load snapshots, run the pool and discovery; on exit every downstream server is stopped."""
         missing = self._load_snapshots()
         try:
-            async with self.pool:
+            async with self.pool, anyio.create_task_group() as tg:
+                self.bridge.bind(tg)
                 if missing:
                     self.pool.start_discovery(missing, self._discovered.set)
                 else:
                     self._discovered.set()
                 yield
+                tg.cancel_scope.cancel()
         finally:
             self.notifier.close()
 
@@ -93,12 +126,29 @@ class Hub:
             await self.notifier.changed(changed)
 
     async def on_notification(self, server: str, notification: types.ServerNotification) -> None:
-        """Notifications other than list changes (logging, progress, resource updates) are relayed later."""
-        logger.debug("notification %s from server %s", type(notification).__name__, server)
+        """Resource updates go to the clients subscribed to them; other notifications are dropped."""
+        if isinstance(notification, types.ResourceUpdatedNotification):
+            await self.relay.resource_updated(self._exposed_uri(server, str(notification.params.uri)))
+            return
+        logger.debug("dropping notification %s from server %s", type(notification).__name__, server)
 
     def client_options(self, server: str) -> dict[str, Any]:
-        """Callbacks for server-to-client requests; none yet, so downstream requests are refused."""
-        return {}
+        """Callbacks relaying the server's sampling, elicitation, roots and log messages to clients."""
+        return self.relay.client_options(server)
+
+    async def on_connected(self, server: str, client: Client) -> None:
+        """Re-apply the clients' log level and resource subscriptions to a (re)started server."""
+        caps = client.server_capabilities
+        if self.relay.log_level is not None and caps.logging is not None and not _modern(client):
+            await _legacy_request(client, _set_level(self.relay.log_level))
+        if caps.resources is not None and caps.resources.subscribe and not _modern(client):
+            for exposed in self.relay.subscribed():
+                target = self.registry.resolve_uri(exposed)
+                if target.server == server:
+                    await _legacy_request(client, _subscription(target.original, subscribe=True))
+
+    def _exposed_uri(self, server: str, uri: str) -> str:
+        return expose_uri(uri, self.registry.alias(server)) if self.registry.prefixed else uri
 
     # -- operations ---------------------------------------------------------------------------------------------
 
@@ -106,6 +156,16 @@ class Hub:
         """Wait, up to ``backends.list_wait``, for servers that have no snapshot to list themselves."""
         with anyio.move_on_after(self.settings.backends.list_wait):
             await self._discovered.wait()
+
+    async def _resolve(self, resolve: Callable[[str], Target], name: str) -> Target:
+        """Resolve an exposed name; while discovery runs, an unknown name waits (bounded) for it first."""
+        try:
+            return resolve(name)
+        except (ToolNotFound, PromptNotFound, ResourceNotFound):
+            if self._discovered.is_set():
+                raise
+        await self.wait_discovered()
+        return resolve(name)
 
     async def list_tools(self) -> list[types.Tool]:
         """Every exposed tool (snapshot or live)."""
@@ -127,25 +187,170 @@ class Hub:
         await self.wait_discovered()
         return list(self.registry.prompts())
 
-    async def call_tool(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None,
+        progress: ProgressFnT | None = None,
+        ctx: ServerRequestContext[Any, Any] | None = None,
+        params: types.CallToolRequestParams | None = None,
+    ) -> types.CallToolResult | types.InputRequiredResult:
         """Call an exposed tool; a failing server yields an error result naming it and why.
+
+        ``progress`` receives the downstream's progress notifications for this call (the caller maps them to its
+        own client's progress token). ``ctx`` is the client request being served (see ``_forward``).
 
         Raises:
             ToolNotFound: no tool of that name.
             MCPError: the downstream server answered with a protocol error.
         """
-        target = self.registry.resolve_tool(name)
-        supervisor = self.pool.get(target.server)
+        target = await self._resolve(self.registry.resolve_tool, name)
+        meta = self.relay.downstream_meta(ctx)
+        if ctx is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            bridged = await self._bridged_call(target, arguments, ctx, params, meta, progress)
+            if bridged is not None:
+                return bridged
 
-        async def op(client: Client) -> types.CallToolResult:
-            return await client.call_tool(target.original, arguments)
+        async def run(client: Client, raw: bool) -> types.CallToolResult | types.InputRequiredResult:
+            if raw:
+                return await client.session.call_tool(
+                    target.original,
+                    arguments,
+                    progress_callback=progress,
+                    input_responses=params.input_responses if params else None,
+                    request_state=params.request_state if params else None,
+                    meta=meta,
+                    allow_input_required=True,
+                )
+            return await client.call_tool(target.original, arguments, progress_callback=progress, meta=meta)
 
         try:
-            return await supervisor.request(op)
+            return await self._forward(target.server, ctx, run)
         except BackendError as exc:
             return types.CallToolResult(content=[types.TextContent(type="text", text=str(exc))], is_error=True)
 
-    async def read_resource(self, uri: str) -> types.ReadResourceResult:
+    async def _bridged_call(
+        self,
+        target: Target,
+        arguments: dict[str, Any] | None,
+        ctx: ServerRequestContext[Any, Any],
+        params: types.CallToolRequestParams | None,
+        meta: types.RequestParamsMeta | None,
+        progress: ProgressFnT | None,
+    ) -> types.CallToolResult | types.InputRequiredResult | None:
+        """A stateless-era client's call of a handshake-era server's tool, through the era bridge; else ``None``.
+
+        Progress goes to whichever round of the client's request is current (``parked.progress``).
+        """
+        supervisor = self.pool.get(target.server)
+        try:
+            if params is not None and params.request_state and self.bridge.knows(params.request_state):
+                return await self.bridge.settle(self.bridge.resume(target.original, params, progress))
+            if _modern(await supervisor.ensure()):
+                return None
+
+            async def run(parked: Parked) -> types.CallToolResult:
+                async def relay_progress(progress: float, total: float | None, message: str | None) -> None:
+                    if parked.progress is not None:
+                        with contextlib.suppress(Exception):  # a finished round cannot take progress any more
+                            await parked.progress(progress, total, message)
+
+                with self.relay.calling(target.server, ctx, parked):
+                    return await supervisor.request(
+                        lambda c: c.call_tool(target.original, arguments, progress_callback=relay_progress, meta=meta)
+                    )
+
+            return await self.bridge.settle(self.bridge.start(target.original, run, progress))
+        except BackendError as exc:
+            return types.CallToolResult(content=[types.TextContent(type="text", text=str(exc))], is_error=True)
+
+    async def _forward(
+        self,
+        server: str,
+        ctx: ServerRequestContext[Any, Any] | None,
+        run: Callable[[Client, bool], Awaitable[T]],
+    ) -> T:
+        """Send one client request to ``server``.
+
+        While it runs, the server's sampling, elicitation and roots requests go back to this client (``relay``),
+        and the server sees this client's capabilities instead of the hub's. ``run`` gets ``raw=True`` when both
+        ends speak the stateless era: then a downstream ``InputRequiredResult`` is passed back unchanged and the
+        client's retry (input responses, request state) forwarded, so multi-round-trip requests need no hub state.
+        """
+        supervisor = self.pool.get(server)
+        modern_client = ctx is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        capabilities = self.relay.upstream_capabilities(ctx)
+
+        async def op(client: Client) -> T:
+            with client_capabilities(capabilities):
+                return await run(client, modern_client and _modern(client))
+
+        if ctx is None:
+            return await supervisor.request(op)
+        with self.relay.calling(server, ctx):
+            return await supervisor.request(op)
+
+    async def set_logging_level(self, level: types.LoggingLevel, session: ServerSession | None = None) -> None:
+        """Remember a client's log level and pass it to every running server that logs (2025-11-25 ones)."""
+        self.relay.set_level(session, level)
+
+        async def one(name: str) -> None:
+            supervisor = self.pool.get(name)
+            client = supervisor.client
+            if client is None or client.server_capabilities.logging is None or _modern(client):
+                return
+            try:
+                await supervisor.request(lambda c: _legacy_request(c, _set_level(level)))
+            except Exception:  # one server refusing must not fail the client's request
+                logger.warning("server %s did not take log level %s", name, level)
+
+        async with anyio.create_task_group() as tg:
+            for supervisor in self.pool.running:
+                tg.start_soon(one, supervisor.name)
+
+    async def subscribe(self, uri: str, session: ServerSession) -> None:
+        """Subscribe a client to an exposed resource; the owning server is subscribed once for all clients.
+
+        Raises:
+            ResourceNotFound: no server owns the URI.
+            BackendError: the owning server failed.
+        """
+        target = await self._resolve(self.registry.resolve_uri, uri)
+        if self.relay.subscribe(uri, session):
+            await self._update_subscription(target, subscribe=True)
+
+    async def unsubscribe(self, uri: str, session: ServerSession) -> None:
+        """Drop a client's subscription; the owning server is unsubscribed when nobody listens any more."""
+        target = await self._resolve(self.registry.resolve_uri, uri)
+        if self.relay.unsubscribe(uri, session):
+            await self._update_subscription(target, subscribe=False)
+
+    async def _update_subscription(self, target: Target, *, subscribe: bool) -> None:
+        supervisor = self.pool.get(target.server)
+
+        async def op(client: Client) -> None:
+            if _modern(client):
+                supervisor.resubscribe()  # its change stream is reopened with the new set of URIs
+            else:
+                await _legacy_request(client, _subscription(target.original, subscribe=subscribe))
+
+        await supervisor.request(op)
+
+    def resource_subscriptions(self, server: str) -> list[str]:
+        """The server's own URIs of resources clients subscribed to (for its change stream)."""
+        uris = []
+        for exposed in self.relay.subscribed():
+            target = self.registry.resolve_uri(exposed)
+            if target.server == server:
+                uris.append(target.original)
+        return uris
+
+    async def read_resource(
+        self,
+        uri: str,
+        ctx: ServerRequestContext[Any, Any] | None = None,
+        params: types.ReadResourceRequestParams | None = None,
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
         """Read an exposed resource.
 
         Raises:
@@ -153,14 +358,32 @@ class Hub:
             BackendError: the owning server failed.
             MCPError: the downstream server answered with a protocol error.
         """
-        target = self.registry.resolve_uri(uri)
+        target = await self._resolve(self.registry.resolve_uri, uri)
 
-        async def op(client: Client) -> types.ReadResourceResult:
+        async def run(client: Client, raw: bool) -> types.ReadResourceResult | types.InputRequiredResult:
+            if raw:
+                return await client.session.read_resource(
+                    target.original,
+                    input_responses=params.input_responses if params else None,
+                    request_state=params.request_state if params else None,
+                    allow_input_required=True,
+                )
             return await client.read_resource(target.original)
 
-        return await self.pool.get(target.server).request(op)
+        result = await self._forward(target.server, ctx, run)
+        if not self.registry.prefixed or not isinstance(result, types.ReadResourceResult):
+            return result
+        alias = self.registry.alias(target.server)
+        contents = [c.model_copy(update={"uri": expose_uri(str(c.uri), alias)}) for c in result.contents]
+        return result.model_copy(update={"contents": contents})
 
-    async def get_prompt(self, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
+    async def get_prompt(
+        self,
+        name: str,
+        arguments: dict[str, str] | None,
+        ctx: ServerRequestContext[Any, Any] | None = None,
+        params: types.GetPromptRequestParams | None = None,
+    ) -> types.GetPromptResult | types.InputRequiredResult:
         """Render an exposed prompt.
 
         Raises:
@@ -168,10 +391,44 @@ class Hub:
             BackendError: the owning server failed.
             MCPError: the downstream server answered with a protocol error.
         """
-        target = self.registry.resolve_prompt(name)
+        target = await self._resolve(self.registry.resolve_prompt, name)
 
-        async def op(client: Client) -> types.GetPromptResult:
+        async def run(client: Client, raw: bool) -> types.GetPromptResult | types.InputRequiredResult:
+            if raw:
+                return await client.session.get_prompt(
+                    target.original,
+                    arguments,
+                    input_responses=params.input_responses if params else None,
+                    request_state=params.request_state if params else None,
+                    allow_input_required=True,
+                )
             return await client.get_prompt(target.original, arguments)
+
+        return await self._forward(target.server, ctx, run)
+
+    async def complete(
+        self,
+        ref: types.PromptReference | types.ResourceTemplateReference,
+        argument: dict[str, str],
+        context: dict[str, str] | None,
+    ) -> types.CompleteResult:
+        """Completions for an exposed prompt's or resource template's argument, from the owning server.
+
+        Raises:
+            PromptNotFound: no prompt of that name.
+            ResourceNotFound: no server owns the template.
+            BackendError: the owning server failed.
+        """
+        original: types.PromptReference | types.ResourceTemplateReference
+        if isinstance(ref, types.PromptReference):
+            target = await self._resolve(self.registry.resolve_prompt, ref.name)
+            original = ref.model_copy(update={"name": target.original})
+        else:
+            target = await self._resolve(self.registry.resolve_uri, ref.uri)
+            original = ref.model_copy(update={"uri": target.original})
+
+        async def op(client: Client) -> types.CompleteResult:
+            return await client.complete(original, argument, context)
 
         return await self.pool.get(target.server).request(op)
 

@@ -32,8 +32,7 @@ def derive_alias(server: str) -> str:
     alias = _INVALID_ALIAS_CHARS.sub("-", server).strip("-") or "server"
     if alias == server and len(alias) <= ALIAS_MAX:
         return alias
-    if len(alias) > ALIAS_MAX:
-        alias = alias[: ALIAS_MAX - 5].rstrip("-")
+    alias = alias[: ALIAS_MAX - 5].rstrip("-")  # leave room for the digest that tells altered names apart
     return f"{alias}-{digest(server, 4)}"
 
 

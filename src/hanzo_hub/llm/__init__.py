@@ -1,0 +1,1 @@
+"""Routed completion: model registry, query classifier, contextual bandit, router and cascade."""

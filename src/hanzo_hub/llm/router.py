@@ -1,0 +1,158 @@
+"""The router: features -> category -> bandit decision under the request's policy and limits.
+
+Policies trade quality against cost through ``lam`` in the bandit's reward ``quality - lam * cost / max_cost``
+(quality per dollar is unbounded as cost goes to zero, so it is not used directly). ``pinned`` skips the bandit.
+A :class:`CostPacer` turns a target average cost share into an adaptive ``lam`` (a dual-ascent budget controller).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Literal
+
+import anyio
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict, Field
+
+from hanzo_hub.errors import ConfigError, NoEligibleModel
+from hanzo_hub.llm.bandit import NeuralThompsonBandit
+from hanzo_hub.llm.classify import CategoryClassifier
+from hanzo_hub.llm.registry import ModelRegistry, ModelSpec
+
+__all__ = ["POLICY_LAMBDA", "CostPacer", "Policy", "RouteDecision", "RouteRequest", "Router"]
+
+logger = logging.getLogger(__name__)
+FloatArray = npt.NDArray[np.float32]
+
+POLICY_LAMBDA: dict[str, float] = {"quality_first": 0.02, "balanced": 0.1, "cost_first": 0.5}
+PACER_STEP = 0.02
+
+
+class Policy(BaseModel):
+    """A user's routing policy and hard limits for one request."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["quality_first", "balanced", "cost_first", "pinned"] = "balanced"
+    model: str | None = Field(default=None, description="the model for kind='pinned'")
+    max_cost: float | None = Field(default=None, ge=0, description="USD per request")
+    max_latency_ms: float | None = Field(default=None, ge=0)
+    lam: float | None = Field(default=None, ge=0, description="overrides the kind's cost weight")
+
+
+@dataclass(frozen=True)
+class RouteRequest:
+    """What the router sees: the shared query embedding, token estimates and required capabilities."""
+
+    embedding: FloatArray
+    tokens_in: float
+    tokens_out: float = 256.0
+    needs: frozenset[str] = frozenset()
+    policy: Policy = field(default_factory=Policy)
+
+
+@dataclass(frozen=True)
+class RouteDecision:
+    """The chosen model, why, and what it is expected to cost."""
+
+    model: str
+    category: str
+    reason: str
+    est_cost: float
+    features: FloatArray = field(repr=False)
+    arm: int = -1
+
+
+class CostPacer:
+    """Adapts ``lam`` so that the average cost share (cost / most expensive eligible) tracks ``target``."""
+
+    def __init__(self, target: float, lam: float = 0.1, step: float = PACER_STEP) -> None:
+        self.target, self.lam, self.step = target, lam, step
+
+    def observe(self, cost_share: float) -> None:
+        self.lam = max(0.0, self.lam + self.step * (cost_share - self.target))
+
+
+class Router:
+    """Routes requests over the registry's models with a category classifier and a neural Thompson bandit."""
+
+    def __init__(
+        self,
+        registry: ModelRegistry,
+        classifier: CategoryClassifier,
+        bandit: NeuralThompsonBandit,
+        pacer: CostPacer | None = None,
+    ) -> None:
+        if tuple(registry.ids()) != bandit.arms:
+            raise ConfigError("the bandit's arms must be the registry's models, in order")
+        self.registry = registry
+        self.models: list[ModelSpec] = list(registry)
+        self.classifier = classifier
+        self.bandit = bandit
+        self.pacer = pacer
+        self._limiter = anyio.CapacityLimiter(1)
+
+    def features(self, embedding: FloatArray) -> tuple[FloatArray, str]:
+        """Bandit features (embedding ++ category probabilities) and the top category."""
+        probs = self.classifier.probabilities(embedding)
+        category = self.classifier.categories[int(np.argmax(probs))]
+        return np.concatenate([embedding, probs]).astype(np.float32), category
+
+    def _eligible(self, req: RouteRequest, costs: FloatArray) -> npt.NDArray[np.bool_]:
+        p = req.policy
+        need_ctx = req.tokens_in + req.tokens_out
+        ok = [
+            m.context_window >= need_ctx
+            and req.needs <= m.capabilities
+            and (p.max_cost is None or c <= p.max_cost)
+            and (p.max_latency_ms is None or m.latency_ms <= p.max_latency_ms)
+            for m, c in zip(self.models, costs, strict=True)
+        ]
+        return np.array(ok, bool)
+
+    def route(self, req: RouteRequest) -> RouteDecision:
+        """Choose a model (synchronous and cheap: one classifier product and one MLP forward pass).
+
+        Raises:
+            NoEligibleModel: no model satisfies the limits, or the pinned model is unknown or ineligible.
+        """
+        x, category = self.features(req.embedding)
+        costs = np.array([m.cost(req.tokens_in, req.tokens_out) for m in self.models], np.float32)
+        eligible = self._eligible(req, costs)
+        if req.policy.kind == "pinned":
+            ids = self.registry.ids()
+            if req.policy.model not in ids or not eligible[ids.index(req.policy.model)]:
+                raise NoEligibleModel(f"pinned model '{req.policy.model}' is unknown or outside the limits")
+            arm = ids.index(req.policy.model)
+            return RouteDecision(self.models[arm].id, category, "pinned", float(costs[arm]), x, arm)
+        if not eligible.any():
+            raise NoEligibleModel("no configured model meets the request's cost, latency, context and capabilities")
+        lam = self._lam(req.policy)
+        arm, why = self.bandit.choose(x, costs, lam, eligible)
+        self.bandit.record_pull(arm)
+        if self.pacer is not None:
+            self.pacer.observe(float(costs[arm] / max(float(costs[eligible].max()), 1e-12)))
+        reason = f"{why}, policy={req.policy.kind}, lam={lam:.3f}, category={category}"
+        return RouteDecision(self.models[arm].id, category, reason, float(costs[arm]), x, arm)
+
+    def _lam(self, policy: Policy) -> float:
+        if policy.lam is not None:
+            return policy.lam
+        if self.pacer is not None and policy.kind == "balanced":
+            return self.pacer.lam
+        return POLICY_LAMBDA[policy.kind]
+
+    def feedback(self, decision: RouteDecision, quality: float) -> None:
+        """Reward in [0, 1] for a routed request: an explicit rating, or an implicit signal (regeneration = 0)."""
+        if decision.arm >= 0:
+            self.bandit.update(decision.features, decision.arm, quality)
+
+    async def aroute(self, req: RouteRequest) -> RouteDecision:
+        """:meth:`route` in a worker thread (torch is synchronous)."""
+        return await anyio.to_thread.run_sync(self.route, req, limiter=self._limiter)
+
+    async def afeedback(self, decision: RouteDecision, quality: float) -> None:
+        """:meth:`feedback` in a worker thread (it may train)."""
+        await anyio.to_thread.run_sync(self.feedback, decision, quality, limiter=self._limiter)

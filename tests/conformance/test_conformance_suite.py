@@ -1,0 +1,98 @@
+"""The official MCP conformance suite, run by pytest: against the fixture directly and through the hub.
+
+The hub serves streamable HTTP with the fixture server as its only downstream (over stdio, prefixes off), so the
+suite exercises the relay of logging, progress, sampling, elicitation, completions, subscriptions and
+multi-round-trip requests end to end. Each revision has its baseline of expected failures (empty today).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+REPO = HERE.parent.parent
+RUNNER = HERE / "run_suite.sh"
+SUITE = Path(os.environ.get("HANZO_TEST_SERVERS", REPO / ".cache" / "test-servers")) / "bin" / "conformance"
+REVISIONS = ["2025-11-25", "2026-07-28"]
+
+pytestmark = [
+    pytest.mark.npm,
+    pytest.mark.timeout(600),
+    pytest.mark.skipif(not SUITE.exists(), reason="conformance suite not installed (scripts/install-test-servers)"),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_healthy(port: int, proc: subprocess.Popen[bytes], deadline: float = 30.0) -> None:
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"hub exited early with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError("hub did not start listening")
+
+
+@pytest.fixture(scope="module")
+def hub_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    home = tmp_path_factory.mktemp("hub-home")
+    config = home / "hub.json"
+    fixture = {"command": sys.executable, "args": [str(HERE / "fixture_server.py"), "--stdio"], "cwd": str(REPO)}
+    config.write_text(json.dumps({"mcpServers": {"fixture": fixture}}))
+    port = _free_port()
+    cmd = [sys.executable, "-m", "hanzo_hub", "serve", "--http", "--port", str(port), "--config", str(config)]
+    proc = subprocess.Popen([*cmd, "--home", str(home)], cwd=REPO, stderr=(home / "hub.log").open("wb"))
+    try:
+        _wait_healthy(port, proc)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def _run(revision: str, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHON": sys.executable}
+    return subprocess.run(
+        ["bash", str(RUNNER), revision, str(out), *extra],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=540,
+    )
+
+
+def _summary(out: Path) -> str:
+    log = (out / "suite.log").read_text(errors="replace") if (out / "suite.log").exists() else ""
+    return log[-4000:]
+
+
+@pytest.mark.parametrize("revision", REVISIONS)
+def test_fixture_server_passes_the_suite_directly(revision: str, tmp_path: Path) -> None:
+    result = _run(revision, tmp_path)
+    assert result.returncode == 0, _summary(tmp_path) + result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("revision", REVISIONS)
+def test_hub_passes_the_suite_with_the_fixture_behind_it(revision: str, hub_url: str, tmp_path: Path) -> None:
+    result = _run(revision, tmp_path, "--url", hub_url)
+    assert result.returncode == 0, _summary(tmp_path) + result.stderr[-2000:]
+    checks = list((tmp_path / "checks").glob("*/checks.json"))
+    assert len(checks) >= 30  # the suite really ran its scenarios against the hub
