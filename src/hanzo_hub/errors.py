@@ -7,6 +7,7 @@ HubError
 ├── BackendError ── BackendUnavailable, BackendTimeout, BackendCrashed
 ├── ToolNotFound, ResourceNotFound, PromptNotFound
 ├── PolicyDenied
+├── EmbeddingError, VectorStoreError
 └── CompletionError ── ModelNotFound, NoEligibleModel
 ```
 
@@ -87,6 +88,14 @@ class PromptNotFound(HubError):
 
 class PolicyDenied(HubError):
     """A policy refused the call."""
+
+
+class EmbeddingError(HubError):
+    """An embedding model could not be loaded or failed to embed."""
+
+
+class VectorStoreError(HubError):
+    """The vector store could not be opened, read or written."""
 
 
 class CompletionError(HubError):

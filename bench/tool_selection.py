@@ -1,0 +1,243 @@
+"""Tool-selection benchmark: BM25, dense, hybrid and the full pipeline on LiveMCPBench and MCPToolBench++.
+
+Run: ``HF_HUB_OFFLINE=1 .venv/bin/python bench/tool_selection.py`` (writes ``bench/results/tool_selection.{json,md}``).
+Embeddings are cached under ``bench/.cache`` keyed by text and model; latency is always measured uncached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pickle
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import datasets as ds
+from hanzo_hub.selection.budget import default_counter, definition_tokens, fit_budget
+from hanzo_hub.selection.dense import DenseIndex
+from hanzo_hub.selection.hybrid import FusionParams, HybridRetriever
+from hanzo_hub.selection.lexical import BM25Index
+from hanzo_hub.selection.query import subqueries
+from hanzo_hub.selection.text import TextOptions, tool_id, tool_text
+from hanzo_hub.vectors.st_embedder import SentenceTransformerEmbedder
+
+KS = (5, 10, 15, 20)
+HERE = Path(__file__).resolve().parent
+CACHE = HERE / ".cache" / "embeddings.pkl"
+
+BASELINE_TEXT = TextOptions(server=False, category=False)
+TUNED_TEXT = TextOptions()
+METHODS: dict[str, tuple[TextOptions, FusionParams]] = {
+    "bm25": (TUNED_TEXT, FusionParams(dense_weight=0, decompose=False)),
+    "dense": (TUNED_TEXT, FusionParams(lexical_weight=0, decompose=False)),
+    "hybrid-baseline (RRF60, name+desc+params)": (BASELINE_TEXT, FusionParams(decompose=False)),
+    "hybrid": (TUNED_TEXT, FusionParams()),
+}
+PIPELINE_METHOD = "hybrid"
+
+
+class CachedEmbedder:
+    def __init__(self) -> None:
+        self.model = SentenceTransformerEmbedder()
+        self.cache: dict[str, np.ndarray] = pickle.loads(CACHE.read_bytes()) if CACHE.exists() else {}
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        miss = [t for t in dict.fromkeys(texts) if t not in self.cache]
+        if miss:
+            for text, vec in zip(miss, self.model.embed_array_sync(miss), strict=True):
+                self.cache[text] = vec
+        return np.stack([self.cache[t] for t in texts]).astype(np.float32)
+
+    def save(self) -> None:
+        CACHE.parent.mkdir(parents=True, exist_ok=True)
+        CACHE.write_bytes(pickle.dumps(self.cache))
+
+
+def build(
+    tools: list[dict[str, Any]], opts: TextOptions, params: FusionParams, embed: CachedEmbedder
+) -> HybridRetriever:
+    texts = [tool_text(t, opts) for t in tools]
+    dense = DenseIndex([tool_id(t) for t in tools], embed(texts)) if params.dense_weight > 0 else None
+    return HybridRetriever(BM25Index(texts), dense, [t["server"] for t in tools], embed, params)
+
+
+def score(ranked_ids: list[list[str]], queries: list[ds.Query]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for k in KS:
+        recall, complete = [], []
+        for top, q in zip(ranked_ids, queries, strict=True):
+            hits = [bool(g & set(top[:k])) for g in q.gold]
+            recall.append(sum(hits) / len(hits))
+            complete.append(float(all(hits)))
+        out[f"R@{k}"] = round(statistics.fmean(recall), 3)
+        out[f"All@{k}"] = round(statistics.fmean(complete), 3)
+    rr = []
+    for top, q in zip(ranked_ids, queries, strict=True):
+        rr.append(next((1 / (i + 1) for i, t in enumerate(top) if any(t in g for g in q.gold)), 0.0))
+    out["MRR"] = round(statistics.fmean(rr), 3)
+    return out
+
+
+def rank_all(ret: HybridRetriever, ids: list[str], queries: list[ds.Query], embed: CachedEmbedder) -> list[list[str]]:
+    out = []
+    for q in queries:
+        texts = [q.text, *(subqueries(q.text) if ret.params.decompose else [])]
+        vecs = embed(texts) if ret.dense is not None else None
+        out.append([ids[i] for i in ret.retrieve(q.text, 20, vecs).indices])
+    return out
+
+
+def pipeline(tools: list[dict[str, Any]], ranked: list[list[str]], queries: list[ds.Query]) -> dict[str, Any]:
+    counter = default_counter()
+    cost = {tool_id(t): definition_tokens(t, counter) for t in tools}
+    finals = []
+    for top in ranked:
+        fit = fit_budget([cost[t] for t in top[:20]], budget=4000, max_tools=15)
+        finals.append([top[i] for i in fit.kept])
+    sizes = [len(f) for f in finals]
+    tokens = [sum(cost[t] for t in f) for f in finals]
+    res = score([f + [""] * 20 for f in finals], queries)
+    all_tokens = sum(cost.values())
+    return {
+        "final_recall": res["R@20"],
+        "final_all_gold": res["All@20"],
+        "size_mean": round(statistics.fmean(sizes), 2),
+        "size_max": max(sizes),
+        "tokens_mean": round(statistics.fmean(tokens)),
+        "tokens_p95": int(np.percentile(tokens, 95)),
+        "tokens_all": all_tokens,
+        "token_reduction": round(1 - statistics.fmean(tokens) / all_tokens, 4),
+        "stage2": "skipped (no LLM configured)",
+        "tokenizer": counter.name,
+    }
+
+
+def padded(base: list[dict[str, Any]], extra: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    """``base`` plus copies of ``extra`` under varied names until ``n`` tools."""
+    out = list(base)
+    i = 0
+    while len(out) < n:
+        t = dict(extra[i % len(extra)])
+        t["_orig"] = extra[i % len(extra)]
+        copy = i // len(extra)
+        t["name"] = f"{t['name']}_v{copy}" if copy % 2 else f"{t['server']}_{t['name']}_{copy}"
+        t["server"] = f"{t['server']}-{copy}"
+        t["tool_id"] = f"{t['server']}::{t['name']}"
+        out.append(t)
+        i += 1
+    return out[:n]
+
+
+def latency(tools: list[dict[str, Any]], queries: list[str], embed: CachedEmbedder) -> dict[str, float]:
+    """Stage-1 latency, uncached query embedding included; tool vectors of padded copies are jittered originals."""
+    _, params = METHODS[PIPELINE_METHOD]
+    texts = [tool_text(t, TUNED_TEXT) for t in tools]
+    rng = np.random.default_rng(0)
+    base = embed([tool_text(t.get("_orig", t), TUNED_TEXT) for t in tools])
+    vecs = base + rng.normal(0, 0.01, base.shape).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    model = embed.model
+    ret = HybridRetriever(BM25Index(texts), DenseIndex([tool_id(t) for t in tools], vecs), [t["server"] for t in tools],
+                          lambda qs: model.embed_array_sync(qs), params)  # fmt: skip
+    for q in queries[:3]:
+        ret.retrieve(q, 20)
+    embed_ms, total_ms = [], []
+    for q in queries:
+        start = time.perf_counter()
+        model.embed_array_sync([q, *subqueries(q)])
+        mid = time.perf_counter()
+        ret.retrieve(q, 20)
+        end = time.perf_counter()
+        embed_ms.append((mid - start) * 1000)
+        total_ms.append((end - mid) * 1000)
+    return {
+        "tools": len(tools),
+        "stage1_p50_ms": round(float(np.percentile(total_ms, 50)), 1),
+        "stage1_p95_ms": round(float(np.percentile(total_ms, 95)), 1),
+        "embed_only_p50_ms": round(float(np.percentile(embed_ms, 50)), 1),
+    }
+
+
+def evaluate(embed: CachedEmbedder) -> dict[str, Any]:
+    sets = {
+        "LiveMCPBench (527 tools / 94 tasks)": (ds.live_tools(), ds.live_queries()),
+        "MCPToolBench++ vs pooled 571 (703, alternatives accepted)": (ds.pooled_tools(), ds.pp_queries()),
+        "MCPToolBench++ vs pooled 571 (703, labelled tool only)": (
+            ds.pooled_tools(),
+            ds.pp_queries(alternatives=False),
+        ),
+    }
+    results: dict[str, Any] = {}
+    for set_name, (tools, queries) in sets.items():
+        ids = [tool_id(t) for t in tools]
+        per: dict[str, Any] = {}
+        for method, (opts, params) in METHODS.items():
+            ranked = rank_all(build(tools, opts, params, embed), ids, queries, embed)
+            per[method] = score(ranked, queries)
+            if method == PIPELINE_METHOD:
+                per["pipeline (hybrid top-20 -> <=15 tools, 4K tokens)"] = pipeline(tools, ranked, queries)
+        results[set_name] = per
+        print(set_name, json.dumps(per), flush=True)
+    return results
+
+
+def markdown(results: dict[str, Any], lat: list[dict[str, float]], config: dict[str, Any]) -> str:
+    lines = ["# Tool selection results", "", f"Config: `{json.dumps(config)}`", ""]
+    for set_name, per in results.items():
+        lines += [
+            f"## {set_name}",
+            "",
+            "| method | R@5 | R@10 | R@15 | R@20 | All@15 | All@20 | MRR |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for method, m in per.items():
+            if "R@5" in m:
+                cells = [m[k] for k in ("R@5", "R@10", "R@15", "R@20", "All@15", "All@20", "MRR")]
+                lines.append(f"| {method} | " + " | ".join(str(c) for c in cells) + " |")
+        for method, m in per.items():
+            if "final_recall" in m:
+                lines += ["", f"**{method}**: " + ", ".join(f"{k} {v}" for k, v in m.items())]
+        lines.append("")
+    lines += [
+        "## Stage-1 latency (query embedding + hybrid search, 2 cores)",
+        "",
+        "| tools | p50 ms | p95 ms | embedding p50 ms |",
+        "|---|---|---|---|",
+    ]
+    lines += [f"| {x['tools']} | {x['stage1_p50_ms']} | {x['stage1_p95_ms']} | {x['embed_only_p50_ms']} |" for x in lat]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--latency-queries", type=int, default=60)
+    args = parser.parse_args()
+    embed = CachedEmbedder()
+    try:
+        results = evaluate(embed)
+        live, pool = ds.live_tools(), ds.pooled_tools()
+        queries = [q.text for q in ds.live_queries()] + [q.text for q in ds.pp_queries()][::20]
+        queries = queries[: args.latency_queries]
+        lat = [latency(live[:300], queries, embed), latency(padded(pool, pool, 10_000), queries, embed)]
+        print(json.dumps(lat))
+    finally:
+        embed.save()
+    config = {m: {"text": asdict(o), "fusion": asdict(p)} for m, (o, p) in METHODS.items()}
+    out = HERE / "results"
+    out.mkdir(exist_ok=True)
+    payload = {"results": results, "latency": lat, "config": config, "model": embed.model.model_id}
+    (out / "tool_selection.json").write_text(json.dumps(payload, indent=2) + "\n")
+    (out / "tool_selection.md").write_text(markdown(results, lat, {"model": embed.model.model_id}))
+
+
+if __name__ == "__main__":
+    main()

