@@ -7,7 +7,7 @@ HubError
 ├── BackendError ── BackendUnavailable, BackendTimeout, BackendCrashed
 ├── ToolNotFound, ResourceNotFound, PromptNotFound
 ├── PolicyDenied
-├── EmbeddingError, VectorStoreError
+├── EmbeddingError, VectorStoreError, MemoryStoreError
 └── CompletionError ── ModelNotFound, NoEligibleModel
 ```
 
@@ -124,3 +124,7 @@ class SandboxStartFailed(SandboxError):
 
 class VaultError(SandboxError):
     """The secrets vault cannot be read or written (bad key, wrong permissions, corrupt file)."""
+
+
+class MemoryStoreError(HubError):
+    """The memory store could not be opened, read or written (e.g. another process holds its lock)."""
