@@ -1,0 +1,125 @@
+"""Tiered retrieval: per-tier top-k above a cosine threshold, fused with BM25, re-ranked and cut to a budget.
+
+Each tier contributes its dense top-k whose cosine passes the tier threshold (defaults k = 20/10/5 and 0.3/0.5/0.6
+for session/project/global) and, where lexical fusion is on and the tier is small enough, its BM25 top-k. The union
+is scored as
+
+    semantic_weight * cosine + lexical_weight * bm25 / best_bm25_of_tier
+    + relevance_weight * relevance + recency_weight * 2^(-age / half_life) + tier weight
+
+and cut to the token budget (the best result is always kept). Superseded entries are never returned. Every hit
+carries its tier, its score parts and a one-line ``why``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from hanzo_hub.config import MemorySettings, MemoryTierSettings
+from hanzo_hub.memory.models import MemoryEntry, Tier
+from hanzo_hub.memory.store import ScopeIndex
+
+DAY = 86400.0
+DENSE_OVERFETCH = 2
+"""Fetch this many times k from the vector store, so that superseded entries do not starve a tier."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecallHit:
+    """One recalled memory and why it was returned."""
+
+    entry: MemoryEntry
+    tier: Tier
+    score: float
+    semantic: float | None
+    lexical: float | None
+
+    @property
+    def why(self) -> str:
+        """A one-line reason: tier and score parts."""
+        parts = [f"{self.tier} tier", f"score {self.score:.3f}"]
+        if self.semantic is not None:
+            parts.append(f"cosine {self.semantic:.3f}")
+        if self.lexical is not None:
+            parts.append(f"bm25 {self.lexical:.2f} of tier best")
+        parts.append(f"relevance {self.entry.relevance:.2f}")
+        return ", ".join(parts)
+
+
+def tier_settings(settings: MemorySettings, tier: Tier) -> MemoryTierSettings:
+    """The k, threshold and weight of ``tier``."""
+    return {"session": settings.session, "project": settings.project, "global": settings.global_}[tier]
+
+
+class TieredRetriever:
+    """Stateless apart from settings and the clock."""
+
+    def __init__(self, settings: MemorySettings, clock: Callable[[], float]) -> None:
+        self.settings = settings
+        self.clock = clock
+
+    def _recency(self, entry: MemoryEntry, now: float) -> float:
+        age_days = max(0.0, now - max(entry.accessed_at, entry.created_at)) / DAY
+        return float(2.0 ** (-age_days / self.settings.recency_half_life_days))
+
+    async def _tier_hits(
+        self, tier: Tier, index: ScopeIndex, query: str, vector: Sequence[float], now: float
+    ) -> list[RecallHit]:
+        s = self.settings
+        ts = tier_settings(s, tier)
+        if ts.k == 0 or not index.entries:
+            return []
+        semantic: dict[str, float] = {}
+        for rid, cos in await index.vectors.query(vector, ts.k * DENSE_OVERFETCH):
+            entry = index.entries.get(rid)
+            if entry is not None and entry.superseded_by is None and cos >= ts.threshold:
+                semantic[rid] = cos
+            if len(semantic) >= ts.k:
+                break
+        lexical: dict[str, float] = {}
+        if s.lexical and s.lexical_weight > 0 and len(index.entries) <= s.lexical_max_entries:
+            ranked = [(r, v) for r, v in index.lexical.search(query, ts.k * DENSE_OVERFETCH)]
+            ranked = [(r, v) for r, v in ranked if index.entries[r].superseded_by is None][: ts.k]
+            best = ranked[0][1] if ranked else 1.0
+            lexical = {rid: score / best for rid, score in ranked}
+        hits = []
+        for rid in semantic.keys() | lexical.keys():
+            entry = index.entries[rid]
+            sem, lex = semantic.get(rid), lexical.get(rid)
+            score = (
+                s.semantic_weight * max(sem or 0.0, 0.0)
+                + s.lexical_weight * (lex or 0.0)
+                + s.relevance_weight * entry.relevance
+                + s.recency_weight * self._recency(entry, now)
+                + ts.weight
+            )
+            hits.append(RecallHit(entry, tier, score, sem, lex))
+        return hits
+
+    async def recall(
+        self,
+        indexes: Mapping[Tier, ScopeIndex],
+        query: str,
+        vector: Sequence[float],
+        *,
+        token_budget: int | None = None,
+        limit: int | None = None,
+    ) -> list[RecallHit]:
+        """Recall from every tier in ``indexes``, best first, within ``token_budget`` tokens and ``limit`` hits."""
+        now = self.clock()
+        hits: list[RecallHit] = []
+        for tier, index in indexes.items():
+            hits.extend(await self._tier_hits(tier, index, query, vector, now))
+        hits.sort(key=lambda h: (-h.score, h.entry.id))
+        budget = token_budget if token_budget is not None else self.settings.token_budget
+        kept: list[RecallHit] = []
+        used = 0
+        for hit in hits:
+            if limit is not None and len(kept) >= limit:
+                break
+            if kept and used + hit.entry.tokens > budget:
+                continue
+            kept.append(hit)
+            used += hit.entry.tokens
+        return kept
