@@ -78,9 +78,7 @@ class SessionSummarizer:
         if not force and await self.session_tokens(scope) <= s.summarize_at * s.session_token_budget:
             return None
         index = await self.service.store.scope(scope.key("session"))
-        ordered = sorted(
-            (e for e in index.entries.values() if e.source != SUMMARY_SOURCE), key=lambda e: (e.created_at, e.id)
-        )
+        ordered = sorted((e for e in index.entries.values() if e.source != SUMMARY_SOURCE), key=lambda e: e.created_at)
         oldest = ordered[: max(1, int(len(ordered) * s.summarize_share))] if ordered else []
         if not oldest:
             return None

@@ -107,7 +107,7 @@ def _tiers(tier: str | None) -> tuple[Tier, ...]:
         return TIERS
     if tier not in TIERS:
         raise ToolError(f"tier must be one of {', '.join(TIERS)}")
-    return (tier,)  # type: ignore[return-value]
+    return (tier,)
 
 
 def build_memory_server(

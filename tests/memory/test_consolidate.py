@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+from hanzo_hub.config import MemorySettings
+from hanzo_hub.memory import MemoryScope, MemoryService
+from hanzo_hub.memory.consolidate import Consolidator
+from hanzo_hub.vectors.fake import HashEmbedder
+from tests.memory.conftest import Clock
+
+
+async def test_newer_duplicate_wins_and_older_is_kept_superseded(clock: Clock) -> None:
+    async with MemoryService.open(
+        MemorySettings(store="memory", duplicate_cosine=0.8), None, HashEmbedder(), clock
+    ) as s:
+        await _newer_wins(s, clock)
+
+
+async def _newer_wins(service: MemoryService, clock: Clock) -> None:
+    scope = MemoryScope("u", "p")
+    (old,) = await service.remember(scope, ["the staging database runs on port 5432"])
+    clock.advance(1)
+    (new,) = await service.remember(scope, ["the staging database runs on port 5433"])
+    report = await Consolidator(service).run(scope)
+    assert report.superseded == [old.id]
+    assert "generalize: no LLM configured" in report.skipped
+    kept = {e.id: e for e in await service.entries(scope)}
+    assert kept[old.id].superseded_by == new.id
+    hits = await service.recall(scope, "staging database port")
+    assert [h.entry.id for h in hits] == [new.id]
+
+
+async def test_session_memory_read_often_is_promoted(service: MemoryService) -> None:
+    scope = MemoryScope("u", "p", "s")
+    (entry,) = await service.remember(scope, ["release train leaves on thursdays"], tier="session")
+    for _ in range(4):
+        await service.recall(scope, "release train thursdays", tiers=("session",))
+    report = await Consolidator(service).run(scope)
+    assert len(report.promoted) == 1
+    project = await service.entries(scope)
+    assert [e.tier for e in project] == ["project"]
+    assert project[0].content == entry.content
+
+
+async def test_relevance_decays_after_90_idle_days_and_entry_is_deleted_after_365(
+    service: MemoryService, clock: Clock
+) -> None:
+    scope = MemoryScope("u", "p")
+    (entry,) = await service.remember(scope, ["the office wifi is called hanzo-guest"])
+    clock.advance(91)
+    report = await Consolidator(service).run(scope)
+    assert report.decayed == [entry.id]
+    assert abs((await service.get(scope, entry.id)).relevance - 0.9) < 1e-9
+    again = await Consolidator(service).run(scope)
+    assert again.decayed == []
+    clock.advance(275)
+    final = await Consolidator(service).run(scope)
+    assert final.deleted == [entry.id]
+    assert await service.entries(scope) == []
