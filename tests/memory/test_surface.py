@@ -9,7 +9,21 @@ from mcp import Client
 
 from hanzo_hub.memory import MemoryScope, MemoryService
 
-WORDS = "apple river mountain violin python garden rocket coffee winter lantern harbor maple quartz".split()
+WORDS = [
+    "apple",
+    "river",
+    "mountain",
+    "violin",
+    "python",
+    "garden",
+    "rocket",
+    "coffee",
+    "winter",
+    "lantern",
+    "harbor",
+    "maple",
+    "quartz",
+]
 
 
 async def test_tools_are_listed_with_resource_templates(server_for: Callable[[MemoryScope], Any]) -> None:
@@ -33,21 +47,27 @@ async def test_remember_recall_update_forget_roundtrip(server_for: Callable[[Mem
         assert got["results"][0]["memory"]["id"] == made["id"]
         assert "project tier" in got["results"][0]["why"]
         upd = await client.call_tool("update_memory", {"memory_id": made["id"], "content": "deploy key: slot 9"})
-        assert upd.structured_content is not None and upd.structured_content["content"] == "deploy key: slot 9"
+        assert upd.structured_content is not None
+        assert upd.structured_content["content"] == "deploy key: slot 9"
         listed = (await client.call_tool("list_memories", {"tier": "project"})).structured_content
-        assert listed is not None and listed["total"] == 1
+        assert listed is not None
+        assert listed["total"] == 1
         res = await client.read_resource(f"memory://project/entries/{made['id']}")
         assert json.loads(res.contents[0].text)["content"] == "deploy key: slot 9"  # type: ignore[union-attr]
         listing = await client.read_resource("memory://global/entries")
         assert len(json.loads(listing.contents[0].text)) == 1  # type: ignore[union-attr]
         exported = (await client.call_tool("export_memories", {})).structured_content
-        assert exported is not None and exported["count"] == 2
+        assert exported is not None
+        assert exported["count"] == 2
         gone = (await client.call_tool("forget", {"all": True})).structured_content
-        assert gone is not None and len(gone["forgotten"]) == 2
+        assert gone is not None
+        assert len(gone["forgotten"]) == 2
         imported = (await client.call_tool("import_memories", {"jsonl": exported["jsonl"]})).structured_content
-        assert imported is not None and imported["total"] == 2
+        assert imported is not None
+        assert imported["total"] == 2
         by_filter = (await client.call_tool("forget", {"contains": "coffee"})).structured_content
-        assert by_filter is not None and len(by_filter["forgotten"]) == 1
+        assert by_filter is not None
+        assert len(by_filter["forgotten"]) == 1
 
 
 async def test_no_query_listing_resource_or_export_leaks_across_users_and_projects(
@@ -87,7 +107,8 @@ async def test_no_query_listing_resource_or_export_leaks_across_users_and_projec
                         res = await client.call_tool("update_memory", {"memory_id": mid, "content": "x"})
                         assert res.is_error
                     gone = await client.call_tool("forget", {"all": True, "contains": other.user})
-                    assert gone.structured_content is not None and gone.structured_content["forgotten"] == []
+                    assert gone.structured_content is not None
+                    assert gone.structured_content["forgotten"] == []
 
 
 async def test_session_summarizes_oldest_third_into_project_facts(
