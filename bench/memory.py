@@ -20,13 +20,12 @@ import anyio
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _memory_embed import cached, load, text_key  # noqa: E402
-
-from hanzo_hub.config import MemorySettings, MemoryTierSettings  # noqa: E402
-from hanzo_hub.memory.models import MemoryEntry, ScopeKey  # noqa: E402
-from hanzo_hub.memory.store import NumpyVectorStore, ScopeIndex  # noqa: E402
-from hanzo_hub.memory.tiers import TieredRetriever  # noqa: E402
-from hanzo_hub.selection.lexical import BM25Index  # noqa: E402
+from _memory_embed import cached, load, text_key
+from hanzo_hub.config import MemorySettings, MemoryTierSettings
+from hanzo_hub.memory.models import MemoryEntry, ScopeKey
+from hanzo_hub.memory.store import NumpyVectorStore, ScopeIndex
+from hanzo_hub.memory.tiers import TieredRetriever
+from hanzo_hub.selection.lexical import BM25Index
 
 OUT = Path(__file__).resolve().parent / "results"
 BUCKETS = [(0, 10, "first 10 turns back"), (10, 50, "10-50"), (50, 200, "50-200"), (200, 10**9, "beyond 200")]
@@ -112,9 +111,8 @@ def main() -> None:
     args = parser.parse_args()
     items = [i for i in load(args.limit) if not i["question_id"].endswith("_abs")]
     if args.embed_missing:
-        from hanzo_hub.vectors.st_embedder import SentenceTransformerEmbedder
-
         from _memory_embed import texts_of
+        from hanzo_hub.vectors.st_embedder import SentenceTransformerEmbedder
 
         store = cached(texts_of(items), SentenceTransformerEmbedder(threads=2).embed_array_sync)
     else:
