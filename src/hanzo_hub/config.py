@@ -294,6 +294,7 @@ class HubSettings(BaseSettings):
     auth: AuthSettings = Field(default_factory=AuthSettings)
     backends: BackendSettings = Field(default_factory=BackendSettings)
     exposure: ExposureSettings = Field(default_factory=ExposureSettings)
+    catalog: CatalogSettings = Field(default_factory=CatalogSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     servers: dict[str, ServerSpec] = Field(default_factory=dict)
     config_file: Path | None = Field(default=None, exclude=True)
