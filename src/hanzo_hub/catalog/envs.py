@@ -13,12 +13,14 @@ with ``python -m venv`` + pip. Every subprocess runs through anyio with a deadli
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import logging
 import shutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -196,6 +198,26 @@ def _write_inputs(entry: CatalogEntry, env: Path) -> None:
         (env / "constraints.txt").write_text("\n".join(pins) + "\n", encoding="utf-8")
 
 
+LOCK_TIMEOUT = 900.0
+"""How long an install waits for another process installing the same server."""
+
+
+@contextlib.asynccontextmanager
+async def _locked(settings: HubSettings, server: str) -> AsyncIterator[None]:
+    """Serialise installs of one server across processes (two hubs, or a hub and the CLI)."""
+    settings.envs_dir.mkdir(parents=True, exist_ok=True)
+    with (settings.envs_dir / f".{server}.lock").open("w") as fh:
+        try:
+            with anyio.fail_after(LOCK_TIMEOUT):
+                await anyio.to_thread.run_sync(fcntl.flock, fh.fileno(), fcntl.LOCK_EX, abandon_on_cancel=True)
+        except TimeoutError:
+            raise InstallFailed(server, "another install of it did not finish in time") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
 async def install(
     settings: HubSettings, entry: CatalogEntry, *, force: bool = False, progress: ProgressCallback | None = None
 ) -> bool:
@@ -206,10 +228,19 @@ async def install(
             environment is left unstamped, so the next call starts over.
     """
     report = progress or _ignore
-    meta = entry.meta
-    if meta.install.kind == "none" or (not force and is_installed(settings, entry)):
-        report(InstallEvent(entry.id, 1, 1, "up to date", done=True))
+    if entry.meta.install.kind == "none":
+        report(InstallEvent(entry.id, 1, 1, "nothing to install", done=True))
         return False
+    async with _locked(settings, entry.id):
+        if not force and is_installed(settings, entry):
+            report(InstallEvent(entry.id, 1, 1, "up to date", done=True))
+            return False
+        await _build(settings, entry, report)
+    return True
+
+
+async def _build(settings: HubSettings, entry: CatalogEntry, report: ProgressCallback) -> None:
+    meta = entry.meta
     env = env_dir(settings, entry.id)
     values = placeholders(settings, meta)
     if env.exists():
@@ -231,4 +262,3 @@ async def install(
         )
     (env / STAMP).write_text(stamp_of(entry.server, meta) + "\n", encoding="utf-8")
     report(InstallEvent(entry.id, total, total, "installed", done=True))
-    return True
