@@ -203,8 +203,11 @@ def _declared_args(schema: Mapping[str, Any] | None, policy: ToolPolicy) -> tupl
         lowered = str(name).lower()
         if prop.get("format") in URL_FORMATS or lowered in URL_NAMES or lowered.endswith("_url"):
             urls.add(name)
-        elif prop.get("format") == "path" or prop.get("x-path") or lowered in PATH_NAMES or lowered.endswith(
-            PATH_SUFFIXES
+        elif (
+            prop.get("format") == "path"
+            or prop.get("x-path")
+            or lowered in PATH_NAMES
+            or lowered.endswith(PATH_SUFFIXES)
         ):
             paths.add(name)
     return paths, urls
