@@ -227,9 +227,14 @@ def fill(template: str, values: dict[str, str]) -> str:
 
 
 def entry_spec(settings: HubSettings, entry: CatalogEntry) -> StdioServerSpec:
-    """The stdio spec that launches ``entry`` from its environment, telemetry switched off."""
+    """The stdio spec that launches ``entry`` from its environment, telemetry switched off.
+
+    The manifest's ``launch.makeDirs`` (data folders such as the memory server's) are created here.
+    """
     values = placeholders(settings, entry.meta)
     launch, telemetry = entry.meta.launch, entry.meta.telemetry
+    for folder in launch.make_dirs:
+        Path(fill(folder, values)).mkdir(parents=True, exist_ok=True)
     env = {**{k: fill(v, values) for k, v in launch.env.items()}, **telemetry.env}
     return StdioServerSpec(
         command=fill(launch.command, values),

@@ -193,12 +193,15 @@ class Launch(_Model):
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
+    make_dirs: list[str] = Field(default_factory=list, description="folders created before launch (data dirs)")
     startup_timeout_seconds: float = Field(default=30.0, gt=0)
     call_timeout_seconds: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _templates(self) -> Launch:
-        _check_templates([self.command, *self.args, *self.env.values(), *([self.cwd] if self.cwd else [])])
+        _check_templates(
+            [self.command, *self.args, *self.env.values(), *self.make_dirs, *([self.cwd] if self.cwd else [])]
+        )
         return self
 
 
