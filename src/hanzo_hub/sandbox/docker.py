@@ -50,11 +50,20 @@ def skeleton_tar() -> bytes:
     """A ~1 kB root filesystem: empty dirs, merged-/usr symlinks, minimal passwd/group (``/usr`` is bound in)."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name in ("etc", "tmp", "proc", "dev", "sys", "usr", "project"):
+        for name in (
+            "etc",
+            "tmp",
+            "proc",
+            "dev",
+            "sys",
+            "usr",
+            "project",
+            "sbin",
+        ):  # the engine mounts its init in sbin
             info = tarfile.TarInfo(name)
             info.type, info.mode = tarfile.DIRTYPE, 0o1777 if name == "tmp" else 0o755
             tar.addfile(info)
-        for link in ("bin", "lib", "lib64", "sbin"):
+        for link in ("bin", "lib", "lib64"):
             info = tarfile.TarInfo(link)
             info.type, info.linkname = tarfile.SYMTYPE, f"usr/{link}"
             tar.addfile(info)
@@ -112,19 +121,20 @@ class DockerSandbox:
         ulimits = [docker.types.Ulimit(name="core", soft=0, hard=0)]
         if limits.effective_cpu_seconds is not None:
             cpu = limits.effective_cpu_seconds
-            ulimits.append(docker.types.Ulimit(name="cpu", soft=cpu, hard=cpu))
+            ulimits.append(docker.types.Ulimit(name="cpu", soft=cpu, hard=cpu + 1))  # SIGXCPU before SIGKILL
         if limits.file_size_bytes is not None:
             ulimits.append(docker.types.Ulimit(name="fsize", soft=limits.file_size_bytes, hard=limits.file_size_bytes))
         kwargs: dict[str, Any] = {
             "network_mode": "host" if limits.network == "full" else "none",
             "read_only": True,
+            "init": True,  # code is not PID 1, so default signal actions (SIGXCPU) apply
             "cap_drop": ["ALL"],
             "security_opt": ["no-new-privileges"],
             "tmpfs": {"/tmp": "size=64m"},
             "volumes": volumes,
             "working_dir": str(Path(grants.writable[0]).resolve()) if grants.writable else "/tmp",
             "ulimits": ulimits,
-            "environment": {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp"},
+            "environment": {"PATH": "/usr/local/bin:/usr/bin:/usr/sbin:/bin", "HOME": "/tmp"},
         }
         if limits.cpus is not None:
             kwargs["nano_cpus"] = int(limits.cpus * 1e9)
