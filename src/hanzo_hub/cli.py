@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 
 from hanzo_hub import __version__
+from hanzo_hub.catalog import cli as catalog_cli
 from hanzo_hub.config import HubSettings, load_settings
 from hanzo_hub.errors import ConfigError
 
@@ -53,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
 
     snippet = commands.add_parser("snippet", parents=[common], help="print the entry to paste into a client config")
     snippet.add_argument("--http", action="store_true", help="print an HTTP entry instead")
+    catalog_cli.register(commands, common)
     return parser
 
 
@@ -175,7 +177,17 @@ def _cmd_token(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"serve": _cmd_serve, "import": _cmd_import, "snippet": _cmd_snippet, "token": _cmd_token}
+def _cmd_catalog(args: argparse.Namespace) -> int:
+    return catalog_cli.run(args, _settings)
+
+
+COMMANDS = {
+    "serve": _cmd_serve,
+    "import": _cmd_import,
+    "snippet": _cmd_snippet,
+    "token": _cmd_token,
+    "catalog": _cmd_catalog,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

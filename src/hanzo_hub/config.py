@@ -262,7 +262,7 @@ class SandboxSettings(_Model):
     calls_per_session: int = Field(default=1000, ge=1)
     cgroup_root: Path | None = Field(default=None, description="Delegated cgroup v2 subtree; default: own cgroup.")
     docker_host: str | None = Field(default=None, description="Docker-API socket URL; default: DOCKER_HOST.")
-    docker_image: str = "hanzo-sbx:1"
+    docker_image: str = "hanzo-sbx:2"
     docker_warm: int = Field(default=0, ge=0, description="Warm containers kept for run() (exec_run).")
     keyring_service: str | None = Field(default="hanzo-hub", description="None: never use the OS keyring.")
 
@@ -342,6 +342,7 @@ class HubSettings(BaseSettings):
     auth: AuthSettings = Field(default_factory=AuthSettings)
     backends: BackendSettings = Field(default_factory=BackendSettings)
     exposure: ExposureSettings = Field(default_factory=ExposureSettings)
+    catalog: CatalogSettings = Field(default_factory=CatalogSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     servers: dict[str, ServerSpec] = Field(default_factory=dict)

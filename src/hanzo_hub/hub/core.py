@@ -26,6 +26,7 @@ from hanzo_hub.backends.base import client_capabilities
 from hanzo_hub.backends.listing import Listing
 from hanzo_hub.backends.pool import BackendPool
 from hanzo_hub.backends.snapshot import SnapshotStore
+from hanzo_hub.catalog.loader import catalog_snapshots, catalog_specs, load_catalog
 from hanzo_hub.config import HubSettings
 from hanzo_hub.errors import BackendError, PromptNotFound, ResourceNotFound, ToolNotFound
 from hanzo_hub.hub.bridge import EraBridge, Parked
@@ -63,7 +64,11 @@ class Hub:
 
     def __init__(self, settings: HubSettings) -> None:
         self.settings = settings
-        servers = {name: spec for name, spec in settings.servers.items() if spec.enabled}
+        catalog = load_catalog(settings)
+        self._seeds = catalog_snapshots(settings, catalog)
+        # Hand-configured servers win a name clash with catalog entries.
+        configured = {**catalog_specs(settings, catalog), **settings.servers}
+        servers = {name: spec for name, spec in configured.items() if spec.enabled}
         self._servers = servers
         aliases = assign_aliases(servers, {name: spec.alias for name, spec in servers.items()})
         prefix = settings.exposure.prefix
@@ -74,6 +79,7 @@ class Hub:
         self.relay = Relay(self.notifier)
         self.bridge = EraBridge()
         self._hashes: dict[str, str] = {}
+        self._stored: dict[str, Listing] = {}  # snapshots whose hash is computed only when a live list arrives
         self._discovered = anyio.Event()
         self.pool = BackendPool(servers, settings.backends, settings.log_dir, hooks=self)
 
@@ -102,13 +108,17 @@ class Hub:
             self.notifier.close()
 
     def _load_snapshots(self) -> list[str]:
+        """Serve every server's stored lists; catalog entries never started yet get their packaged tools."""
         missing = []
         for name in self._servers:
             listing = self.snapshots.load(name)
+            if listing is None and name in self._seeds:
+                listing = Listing.from_json(self._seeds[name], source="snapshot")
+                self.snapshots.save(name, listing)
             if listing is None:
                 missing.append(name)
                 continue
-            self._hashes[name] = listing.content_hash()
+            self._stored[name] = listing
             self.registry.set(name, listing)
         return missing
 
@@ -117,6 +127,8 @@ class Hub:
     async def on_listing(self, server: str, listing: Listing) -> None:
         """A server's live listing replaces its snapshot; clients hear of it when their view changes."""
         digest = listing.content_hash()
+        if server not in self._hashes and server in self._stored:
+            self._hashes[server] = self._stored.pop(server).content_hash()
         if self._hashes.get(server) != digest:
             self._hashes[server] = digest
             await anyio.to_thread.run_sync(self.snapshots.save, server, listing)

@@ -5,6 +5,15 @@ The hub calls three things: ``load_sandbox(kind, settings)`` → ``Sandbox.wrap(
 Importing this package imports no backend; ``SANDBOXES`` names them by import string.
 """
 
-from hanzo_hub.sandbox.base import SANDBOXES, Grants, LaunchPlan, Limits, RunResult, Sandbox, load_sandbox
+from hanzo_hub.sandbox.base import (
+    SANDBOXES,
+    Grants,
+    LaunchPlan,
+    Limits,
+    RunResult,
+    Sandbox,
+    aload_sandbox,
+    load_sandbox,
+)
 
-__all__ = ("SANDBOXES", "Grants", "LaunchPlan", "Limits", "RunResult", "Sandbox", "load_sandbox")
+__all__ = ("SANDBOXES", "Grants", "LaunchPlan", "Limits", "RunResult", "Sandbox", "aload_sandbox", "load_sandbox")

@@ -45,8 +45,10 @@ def main(argv: list[str]) -> int:
                 name, _, number = value.partition("=")
                 limit = int(number)
                 _soft, hard = resource.getrlimit(_RLIMITS[name])
-                capped = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
-                resource.setrlimit(_RLIMITS[name], (capped, capped))
+                # CPU: hard one second above soft, so SIGXCPU (reported as the cpu limit) comes before SIGKILL
+                top = limit + 1 if name == "cpu" else limit
+                capped = (limit, top) if hard == resource.RLIM_INFINITY else (min(limit, hard), min(top, hard))
+                resource.setrlimit(_RLIMITS[name], capped)
                 i += 2
             elif flag == "--setsid":
                 os.setsid()

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+import anyio.to_thread
+
 from hanzo_hub.errors import SandboxUnavailable
 
 if TYPE_CHECKING:
@@ -34,6 +36,7 @@ __all__ = [
     "Network",
     "RunResult",
     "Sandbox",
+    "aload_sandbox",
     "load_sandbox",
     "python_code",
 ]
@@ -190,6 +193,16 @@ def load_sandbox(kind: str, settings: SandboxSettings) -> Sandbox:
         raise SandboxUnavailable(f"sandbox {kind!r} needs a missing Python package: {exc.name}") from exc
     factory: Callable[[SandboxSettings], Sandbox] = getattr(module, attr)
     return factory(settings)
+
+
+async def aload_sandbox(kind: str, settings: SandboxSettings) -> Sandbox:
+    """``load_sandbox`` in a worker thread: the docker backend pings its daemon while it is constructed.
+
+    Raises:
+        SandboxUnavailable: as ``load_sandbox``.
+    """
+
+    return await anyio.to_thread.run_sync(load_sandbox, kind, settings)
 
 
 HOST_PYTHON_PREFIXES: tuple[str, ...] = tuple(dict.fromkeys((sys.prefix, sys.base_prefix)))

@@ -139,10 +139,16 @@ class CgroupFactory:
             base = v2_root or unified / own.get("", "/").lstrip("/")
             enabled = _read_words(base / "cgroup.subtree_control")
             if {"memory", "pids"} <= enabled and os.access(base, os.W_OK):
-                return 2, dict.fromkeys(("memory", "cpu", "pids"), base) if "cpu" in enabled else {
-                    "memory": base,
-                    "pids": base,
-                }, ""
+                return (
+                    2,
+                    dict.fromkeys(("memory", "cpu", "pids"), base)
+                    if "cpu" in enabled
+                    else {
+                        "memory": base,
+                        "pids": base,
+                    },
+                    "",
+                )
         bases: dict[str, Path] = {}
         for controller in ("memory", "cpu", "pids"):
             root = self._mount / controller
