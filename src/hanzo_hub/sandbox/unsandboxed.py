@@ -53,7 +53,7 @@ class UnsandboxedRunner:
     ) -> RunResult:
         """Run ``argv`` as a subprocess under rlimits and a cgroup."""
         cgroup = self._cgroup(limits)
-        full = [*launcher_argv(limits, cgroup, setsid=True), *argv]
+        full = [*launcher_argv(limits, cgroup, setsid=False), *argv]  # run_process starts a new session
         return await run_process(full, limits, env=dict(env or {}), cwd=cwd, stdin=stdin, cgroup=cgroup)
 
     async def aclose(self) -> None:
