@@ -240,7 +240,7 @@ class PolicyEngine:
         self.settings = settings
         self.clock = clock
         self.redact = redact
-        self._roots = {user: tuple(Path(os.path.realpath(r)) for r in rs) for user, rs in settings.roots.items()}
+        self._roots = {u: tuple(Path(os.path.realpath(r.expanduser())) for r in rs) for u, rs in settings.roots.items()}
         self._buckets: dict[tuple[str, str, str], TokenBucket] = {}
         self._turns: dict[str, tuple[str | None, int]] = {}
         self._sessions: dict[str, int] = {}
