@@ -19,7 +19,7 @@ import anyio
 import mcp_types as types
 from mcp.client._transport import ReadStream, TransportStreams, WriteStream
 from mcp.shared.message import SessionMessage
-from mcp_types import CLIENT_CAPABILITIES_META_KEY
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
 
 from hanzo_hub.config import ServerSpec
 
@@ -58,18 +58,42 @@ def build_target(spec: ServerSpec, context: ConnectContext) -> Any:
     return _load(spec.kind)(spec, context)
 
 
+@dataclass
+class _Era:
+    """Which era the connection's requests are sent in, as last seen on the write side."""
+
+    modern: bool = False
+
+
+def _complete_by_default(item: SessionMessage) -> SessionMessage:
+    """A stateless-era result without ``resultType`` is complete (the spec's rule for clients); the SDK rejects it."""
+    message = item.message
+    assert isinstance(message, types.JSONRPCResponse)
+    if "resultType" in message.result:
+        return item
+    result = {**message.result, "resultType": "complete"}
+    return SessionMessage(message.model_copy(update={"result": result}), metadata=item.metadata)
+
+
 class _WatchedReadStream:
-    """Delegates to a transport's read stream and reports each non-message item and the end of the stream."""
+    """Delegates to a transport's read stream and reports each non-message item and the end of the stream.
+
+    On a stateless-era connection it also fills in a missing ``resultType``: "when a client receives a result from a
+    server implementing an earlier protocol version (which does not include ``resultType``), the client MUST treat
+    the absent field as ``complete``", but ``mcp`` 2.3 fails such a result validation instead.
+    """
 
     def __init__(
         self,
         inner: ReadStream[SessionMessage | Exception],
         on_junk: Callable[[Exception], None],
         on_end: Callable[[], None],
+        era: _Era,
     ) -> None:
         self._inner = inner
         self._on_junk = on_junk
         self._on_end = on_end
+        self._era = era
 
     async def receive(self) -> SessionMessage | Exception:
         try:
@@ -79,6 +103,8 @@ class _WatchedReadStream:
             raise
         if isinstance(item, Exception):
             self._on_junk(item)
+        elif self._era.modern and isinstance(item.message, types.JSONRPCResponse):
+            item = _complete_by_default(item)
         return item
 
     async def aclose(self) -> None:
@@ -117,17 +143,26 @@ def client_capabilities(capabilities: dict[str, Any] | None) -> Iterator[None]:
 
 
 class _WatchedWriteStream:
-    """Delegates to a transport's write stream, declaring the relayed client's capabilities on requests."""
+    """Delegates to a transport's write stream, declaring the relayed client's capabilities on requests.
 
-    def __init__(self, inner: WriteStream[SessionMessage]) -> None:
+    It also notes the era of the requests it sends: stateless-era ones carry the protocol version in ``_meta``,
+    ``initialize`` starts the handshake era.
+    """
+
+    def __init__(self, inner: WriteStream[SessionMessage], era: _Era) -> None:
         self._inner = inner
+        self._era = era
 
     async def send(self, item: SessionMessage, /) -> None:
         override = _capabilities.get()
         message = item.message
-        if override is not None and isinstance(message, types.JSONRPCRequest) and isinstance(message.params, dict):
+        if isinstance(message, types.JSONRPCRequest) and isinstance(message.params, dict):
             meta = message.params.get("_meta")
-            if isinstance(meta, dict) and CLIENT_CAPABILITIES_META_KEY in meta:
+            if message.method == "initialize":
+                self._era.modern = False
+            elif isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta:
+                self._era.modern = True
+            if override is not None and isinstance(meta, dict) and CLIENT_CAPABILITIES_META_KEY in meta:
                 params = {**message.params, "_meta": {**meta, CLIENT_CAPABILITIES_META_KEY: override}}
                 item = SessionMessage(message.model_copy(update={"params": params}), metadata=item.metadata)
         await self._inner.send(item)
@@ -147,11 +182,16 @@ def watched(
     on_junk: Callable[[Exception], None],
     on_end: Callable[[], None],
 ) -> AbstractAsyncContextManager[TransportStreams]:
-    """Wrap a transport so the supervisor hears of unparseable lines and of the end of the read side."""
+    """Wrap a transport so the supervisor hears of unparseable lines and of the end of the read side.
+
+    The wrapper also declares the relayed client's capabilities and defaults a missing ``resultType`` (see the
+    stream classes).
+    """
 
     @asynccontextmanager
     async def run() -> AsyncIterator[TransportStreams]:
+        era = _Era()
         async with transport as (read, write):
-            yield _WatchedReadStream(read, on_junk, on_end), _WatchedWriteStream(write)
+            yield _WatchedReadStream(read, on_junk, on_end, era), _WatchedWriteStream(write, era)
 
     return run()

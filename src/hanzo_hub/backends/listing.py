@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
 import mcp_types as types
 from mcp import Client, MCPError
+from pydantic import ValidationError
+
+logger = logging.getLogger(__name__)
 
 MAX_PAGES = 100
 """A paginator that never ends cannot hang discovery."""
@@ -90,11 +94,16 @@ async def fetch_listing(client: Client, timeout: float) -> Listing:
                 return
 
     async def optional(method: Any, attr: str, into: list[Any]) -> None:
+        """A list the capabilities imply but servers often lack: refusing it or answering junk means "none"."""
         try:
             await walk(method, attr, into)
         except MCPError as exc:
             if exc.code != types.METHOD_NOT_FOUND:
                 raise
+        except ValidationError as exc:
+            who = client.server_info.name if client.server_info else "a server"
+            logger.warning("%s answered its %s list with a malformed result, taken as empty: %s", who, attr, exc)
+            into.clear()
 
     with anyio.fail_after(timeout):
         async with anyio.create_task_group() as tg:

@@ -308,6 +308,8 @@ class Supervisor:
 
     async def _connected(self, attempt: _Attempt, lost: anyio.Event) -> None:
         async with self._make_client(lost) as client:
+            if self.spec.protocol in MODERN_PROTOCOL_VERSIONS:
+                await _discover_pinned(client, self.spec.protocol)
             listing = await fetch_listing(client, self._settings.connect_timeout)
             self._client = client
             self._set_state(State.RUNNING)
@@ -439,6 +441,32 @@ class Supervisor:
         except OSError:
             return ""
         return f"; stderr: {' | '.join(line.strip()[:200] for line in tail)}" if tail else ""
+
+
+async def _discover_pinned(client: Client, version: str) -> None:
+    """Learn a version-pinned server's capabilities: probe ``server/discover`` at exactly ``version`` and adopt it.
+
+    A client in a version-pin mode adopts a synthesized discover result that declares no capabilities, so without
+    this the hub would list nothing. A ``-32022`` answer that names ``version`` as supported is retried once (the
+    spec lets a client retry with a version the server supports); any other refusal fails the start.
+
+    Raises:
+        MCPError: the server refused ``server/discover`` or does not support ``version``.
+    """
+    try:
+        raw = await client.session.send_discover(version)
+    except MCPError as exc:
+        data = exc.error.data if isinstance(exc.error.data, dict) else {}
+        if exc.code != types.UNSUPPORTED_PROTOCOL_VERSION or version not in (data.get("supported") or ()):
+            raise
+        raw = await client.session.send_discover(version)
+    result = types.DiscoverResult.model_validate(raw)
+    if version not in result.supported_versions:
+        raise MCPError(
+            types.UNSUPPORTED_PROTOCOL_VERSION,
+            f"server supports {', '.join(result.supported_versions)}, not the configured {version}",
+        )
+    client.session.adopt(result.model_copy(update={"supported_versions": [version]}))
 
 
 async def _watchdog(scope: anyio.CancelScope, ready: anyio.Event, timeout: float) -> None:
