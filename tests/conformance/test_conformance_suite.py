@@ -3,12 +3,17 @@
 The hub serves streamable HTTP with the fixture server as its only downstream (over stdio, prefixes off), so the
 suite exercises the relay of logging, progress, sampling, elicitation, completions, subscriptions and
 multi-round-trip requests end to end. Each revision has its baseline of expected failures (empty today).
+
+Client mode runs the other way round: the suite's mock server for each scenario is the hub's only downstream, and
+``client.py`` acts as the scenario's client through the hub, so the hub's downstream client is what gets scored.
+Its baselines list only the OAuth scenarios (the hub has no OAuth client for downstream servers).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -96,3 +101,64 @@ def test_hub_passes_the_suite_with_the_fixture_behind_it(revision: str, hub_url:
     assert result.returncode == 0, _summary(tmp_path) + result.stderr[-2000:]
     checks = list((tmp_path / "checks").glob("*/checks.json"))
     assert len(checks) >= 30  # the suite really ran its scenarios against the hub
+
+
+# -- client mode: the suite's mock servers behind the hub, the hub's downstream client under test -----------------
+
+CLIENT_RUNNER = HERE / "run_client_suite.sh"
+CLIENT_SCENARIOS = {
+    "2025-11-25": {
+        "initialize",
+        "tools_call",
+        "elicitation-sep1034-client-defaults",
+        "sse-retry",
+        "json-schema-2020-12-preservation",
+    },
+    "2026-07-28": {
+        "tools_call",
+        "request-metadata",
+        "sep-2322-client-request-state",
+        "http-standard-headers",
+        "http-custom-headers",
+        "http-invalid-tool-headers",
+        "json-schema-ref-no-deref",
+        "json-schema-2020-12-preservation",
+    },
+}
+"""The non-auth client scenarios each revision runs (scored or not); every one of their checks must pass."""
+
+
+def _run_client(revision: str, out: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHON": sys.executable}
+    return subprocess.run(
+        ["bash", str(CLIENT_RUNNER), revision, str(out)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=540,
+    )
+
+
+def _non_auth_results(out: Path) -> dict[str, list[dict[str, object]]]:
+    """Scenario name -> its checks, for the scenarios outside ``auth/`` (``checks/<scenario>-<time>/``)."""
+    return {
+        re.sub(r"-\d{4}-\d{2}-\d{2}T[\d-]+Z$", "", path.parent.name): json.loads(path.read_text())
+        for path in (out / "checks").glob("*/checks.json")
+    }
+
+
+@pytest.mark.parametrize("revision", REVISIONS)
+def test_hub_downstream_client_passes_the_client_suite(revision: str, tmp_path: Path) -> None:
+    """`conformance client --requirements REV` through the hub exits 0 with the client baseline (OAuth only)."""
+    result = _run_client(revision, tmp_path)
+    results = _non_auth_results(tmp_path)
+    bad = [
+        f"{scenario}: {check['id']} {check['status']} {check.get('errorMessage', '')}"
+        for scenario, checks in results.items()
+        for check in checks
+        if check.get("status") in ("FAILURE", "WARNING")
+    ]
+    assert result.returncode == 0, _summary(tmp_path) + "\n".join(bad) + result.stderr[-2000:]
+    assert set(results) == CLIENT_SCENARIOS[revision]
+    assert not bad  # unscored ones (json-schema-2020-12-preservation at 2025-11-25) included
