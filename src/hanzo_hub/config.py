@@ -293,7 +293,7 @@ class MemoryTierSettings(_Model):
 class MemorySettings(_Model):
     """Hierarchical memory: storage, retrieval, summarization and consolidation thresholds."""
 
-    enabled: bool = True
+    enabled: bool = Field(default=False, description="Serve the memory tools (remember, recall...) as server 'memory'.")
     path: Path | None = Field(default=None, description="Store folder; default: <home>/memory.")
     store: Literal["chroma", "memory"] = Field(default="chroma", description="'memory' keeps nothing on disk.")
     chroma_host: str | None = Field(default=None, description="Chroma server mode: host (default: embedded).")

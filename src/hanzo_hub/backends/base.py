@@ -38,6 +38,8 @@ class ConnectContext:
     server: str
     log_dir: Path
     connect_timeout: float
+    local: Any = None
+    """An in-process server object the hub built itself (its memory server), served instead of importing one."""
 
 
 class Connector(Protocol):

@@ -19,6 +19,8 @@ def connect(spec: InprocServerSpec, context: ConnectContext) -> Any:
         AttributeError: it has no such attribute.
         TypeError: the attribute is neither a server nor a factory of one.
     """
+    if context.local is not None:
+        return context.local
     module, _, attr = spec.target.partition(":")
     obj = getattr(importlib.import_module(module), attr)
     if not isinstance(obj, MCPServer | Server) and callable(obj):

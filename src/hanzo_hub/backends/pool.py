@@ -67,8 +67,10 @@ class BackendPool:
         log_dir: Path,
         hooks: SupervisorHooks,
         clock: Callable[[], float] = anyio.current_time,
+        local_servers: Mapping[str, Any] | None = None,
     ) -> None:
         self._specs = {name: spec for name, spec in servers.items() if spec.enabled}
+        self._local = dict(local_servers or {})
         self._settings = settings
         self._log_dir = log_dir
         self._hooks = hooks
@@ -82,7 +84,12 @@ class BackendPool:
         await tg.__aenter__()
         self._tg = tg
         for name, spec in self._specs.items():
-            context = ConnectContext(server=name, log_dir=self._log_dir, connect_timeout=self._settings.connect_timeout)
+            context = ConnectContext(
+                server=name,
+                log_dir=self._log_dir,
+                connect_timeout=self._settings.connect_timeout,
+                local=self._local.get(name),
+            )
             self.supervisors[name] = Supervisor(
                 name, spec, self._settings, context, self._hooks, self._slots, tg, clock=self._clock
             )

@@ -12,7 +12,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import anyio
 import mcp_types as types
@@ -27,9 +27,12 @@ from hanzo_hub.backends.listing import Listing
 from hanzo_hub.backends.pool import BackendPool
 from hanzo_hub.backends.snapshot import SnapshotStore
 from hanzo_hub.catalog.loader import catalog_snapshots, catalog_specs, load_catalog
-from hanzo_hub.config import HubSettings
+from hanzo_hub.config import HubSettings, InprocServerSpec
 from hanzo_hub.errors import BackendError, PromptNotFound, ResourceNotFound, ToolNotFound
 from hanzo_hub.hub.bridge import EraBridge, Parked
+from hanzo_hub.hub.identity import current_user
+from hanzo_hub.hub.memory_mount import MEMORY_SERVER, PROJECT_KEY, identity_meta
+from hanzo_hub.hub.memory_mount import build as build_memory
 from hanzo_hub.hub.naming import assign_aliases, expose_uri
 from hanzo_hub.hub.notify import ChangeNotifier
 from hanzo_hub.hub.registry import Registry, Target
@@ -68,6 +71,10 @@ class Hub:
         self._seeds = catalog_snapshots(settings, catalog)
         # Hand-configured servers win a name clash with catalog entries.
         configured = {**catalog_specs(settings, catalog), **settings.servers}
+        local: dict[str, Any] = {}
+        if settings.memory.enabled and MEMORY_SERVER not in configured:
+            configured[MEMORY_SERVER] = InprocServerSpec(target="hanzo_hub.hub.memory_mount:build")
+            local[MEMORY_SERVER] = build_memory(settings)
         servers = {name: spec for name, spec in configured.items() if spec.enabled}
         self._servers = servers
         aliases = assign_aliases(servers, {name: spec.alias for name, spec in servers.items()})
@@ -81,7 +88,7 @@ class Hub:
         self._hashes: dict[str, str] = {}
         self._stored: dict[str, Listing] = {}  # snapshots whose hash is computed only when a live list arrives
         self._discovered = anyio.Event()
-        self.pool = BackendPool(servers, settings.backends, settings.log_dir, hooks=self)
+        self.pool = BackendPool(servers, settings.backends, settings.log_dir, hooks=self, local_servers=local)
 
     @classmethod
     @asynccontextmanager
@@ -218,6 +225,8 @@ class Hub:
         """
         target = await self._resolve(self.registry.resolve_tool, name)
         meta = self.relay.downstream_meta(ctx)
+        if target.server == MEMORY_SERVER:
+            meta = self._with_identity(meta, ctx)
         if ctx is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             bridged = await self._bridged_call(target, arguments, ctx, params, meta, progress)
             if bridged is not None:
@@ -240,6 +249,16 @@ class Hub:
             return await self._forward(target.server, ctx, run)
         except BackendError as exc:
             return types.CallToolResult(content=[types.TextContent(type="text", text=str(exc))], is_error=True)
+
+    def _with_identity(
+        self, meta: types.RequestParamsMeta | None, ctx: ServerRequestContext[Any, Any] | None
+    ) -> types.RequestParamsMeta:
+        """Who is asking, for the hub's own memory server: always the hub's view, never the client's claim."""
+        requested = ((ctx.params or {}).get("_meta") or {}) if ctx is not None else {}
+        project = requested.get(PROJECT_KEY) if isinstance(requested.get(PROJECT_KEY), str) else None
+        session = str(id(ctx.session._connection)) if ctx is not None else "default"
+        identity = identity_meta(current_user(self.settings.user), project, session)
+        return cast(types.RequestParamsMeta, {**(meta or {}), **identity})
 
     async def _bridged_call(
         self,

@@ -116,9 +116,11 @@ def build_memory_server(
     *,
     name: str = "memory",
     summarizer: SessionSummarizer | None = None,
+    lifespan: Any = None,
 ) -> MCPServer:
-    """An ``MCPServer`` exposing ``service`` to callers scoped by ``scope_of``."""
-    mcp: MCPServer = MCPServer(name, instructions="Long-term memory: remember facts, recall them later.")
+    """An ``MCPServer`` exposing ``service`` to callers scoped by ``scope_of`` (``lifespan`` runs around it)."""
+    extra = {"lifespan": lifespan} if lifespan is not None else {}
+    mcp: MCPServer = MCPServer(name, instructions="Long-term memory: remember facts, recall them later.", **extra)
     summarize = summarizer or SessionSummarizer(service)
     _register_write_tools(mcp, service, scope_of, summarize)
     _register_read_tools(mcp, service, scope_of)

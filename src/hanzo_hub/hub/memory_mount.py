@@ -1,0 +1,84 @@
+"""The hub's own memory server: the memory surface, served in process and scoped by who is asking.
+
+It runs like any downstream (started on first use, its tool list snapshotted), so the store and the embedding
+model load only when memory is first used. Identity comes from the hub, never from the client: the hub stamps
+the authenticated user (the local user over stdio), the project and the session into each forwarded request's
+``_meta`` under ``dev.hanzo-hub/*`` keys, overwriting anything a client sent there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, cast
+
+import mcp_types as types
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+
+from hanzo_hub.config import HubSettings
+from hanzo_hub.errors import MemoryStoreError
+from hanzo_hub.memory import MemoryScope, MemoryService, build_memory_server
+from hanzo_hub.vectors import EMBEDDERS, load_impl
+
+MEMORY_SERVER = "memory"
+USER_KEY = "dev.hanzo-hub/user"
+PROJECT_KEY = "dev.hanzo-hub/project"
+SESSION_KEY = "dev.hanzo-hub/session"
+DEFAULT_PROJECT = "default"
+
+
+class _OpenedService:
+    """Stands in for the ``MemoryService`` that the server's lifespan opens (on the server's first use)."""
+
+    def __init__(self) -> None:
+        self.service: MemoryService | None = None
+        self._listeners: list[Any] = []
+
+    def on_change(self, listener: Any) -> None:
+        self._listeners.append(listener)
+        if self.service is not None:
+            self.service.on_change(listener)
+
+    def opened(self, service: MemoryService | None) -> None:
+        self.service = service
+        if service is not None:
+            for listener in self._listeners:
+                service.on_change(listener)
+
+    def __getattr__(self, name: str) -> Any:
+        if self.service is None:
+            raise MemoryStoreError("the memory store is not open")
+        return getattr(self.service, name)
+
+
+def build(settings: HubSettings) -> MCPServer:
+    """The memory server for ``settings``; its store opens when a client first connects to it."""
+    holder = _OpenedService()
+
+    async def scope_of(ctx: Context[Any, Any]) -> MemoryScope:
+        meta: dict[str, Any] = dict(ctx.request_context.meta or {})
+        return MemoryScope(
+            user=str(meta.get(USER_KEY) or settings.user),
+            project=str(meta.get(PROJECT_KEY) or DEFAULT_PROJECT),
+            session=str(meta.get(SESSION_KEY) or "default"),
+        )
+
+    @asynccontextmanager
+    async def lifespan(server: MCPServer) -> AsyncIterator[dict[str, Any]]:
+        embedder = load_impl(EMBEDDERS, settings.memory.embedder)()
+        async with MemoryService.open(settings.memory, settings.memory_dir, embedder) as service:
+            holder.opened(service)
+            try:
+                yield {}
+            finally:
+                holder.opened(None)
+
+    return build_memory_server(cast(MemoryService, holder), scope_of, lifespan=lifespan)
+
+
+def identity_meta(user: str, project: str | None, session: str) -> types.RequestParamsMeta:
+    """The ``_meta`` entries that tell the memory server who is asking."""
+    return cast(
+        types.RequestParamsMeta, {USER_KEY: user, PROJECT_KEY: project or DEFAULT_PROJECT, SESSION_KEY: session}
+    )
