@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
 from hanzo_hub.config import HubSettings
-from hanzo_hub.hub.core import Hub
+from hanzo_hub.hub.core import Hub, freeze_startup_heap
 from hanzo_hub.hub.server import build_server
 from hanzo_hub.transports.http import check_bind, mcp_app
 
@@ -31,6 +31,7 @@ def build_app(settings: HubSettings) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
         async with hub.run(), server.session_manager.run():
+            freeze_startup_heap()
             yield {"hub": hub}
 
     async def healthz(request: Request) -> JSONResponse:

@@ -11,6 +11,7 @@ hanzo-hub token --user ID
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import signal
@@ -118,6 +119,7 @@ async def _serve(settings: HubSettings, http: bool) -> None:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
+    gc.disable()  # start-up allocates ~100k long-lived objects; the serving path freezes them and re-enables
     settings = _settings(args)
     _configure_logging(settings.log_level)
     logger.info("hanzo-hub %s: %d servers, home %s", __version__, len(settings.servers), settings.home)

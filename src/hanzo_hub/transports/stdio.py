@@ -15,7 +15,7 @@ import anyio.lowlevel
 from mcp.server.stdio import stdio_server
 
 from hanzo_hub.config import HubSettings
-from hanzo_hub.hub.core import Hub
+from hanzo_hub.hub.core import Hub, freeze_startup_heap
 from hanzo_hub.hub.server import build_server, initialization_options
 
 READ_SIZE = 65536
@@ -61,6 +61,7 @@ async def serve_stdio(settings: HubSettings) -> None:
     """Serve until the client closes stdin or the task is cancelled; every downstream server is stopped first."""
     async with Hub.open(settings) as hub:
         server = build_server(hub)
+        freeze_startup_heap()
         stdin = cast("anyio.AsyncFile[str]", _StdinLines(sys.stdin.fileno()))
         async with stdio_server(stdin=stdin) as (read, write):
             await server.run(read, write, initialization_options(server))
