@@ -171,3 +171,24 @@ async def test_resource_updates_reach_a_subscribed_client(make_settings: MakeSet
         with anyio.fail_after(5):
             await got.wait()
     assert updates == ["hub://fx/test://watched-resource"]
+
+
+@pytest.mark.parametrize("protocol", ["legacy", "auto"], ids=["downstream-2025", "downstream-auto"])
+async def test_resource_updates_reach_a_listening_stateless_client(make_settings: MakeSettings, protocol: str) -> None:
+    from mcp.shared.subscriptions import ResourceUpdated
+
+    from hanzo_hub.hub.core import Hub
+    from hanzo_hub.hub.server import build_server
+
+    entry = {"command": sys.executable, "args": [str(FIXTURE), "--stdio"], "cwd": str(REPO), "protocol": protocol}
+    settings = make_settings({"fx": entry, "plain": stdio("ok", "plain")})
+    uri = "hub://fx/test://watched-resource"
+    async with Hub.open(settings) as hub, Client(build_server(hub), mode="auto") as client:
+        assert client.protocol_version == "2026-07-28"
+        async with client.listen(resource_subscriptions=[uri]) as subscription:
+            await client.call_tool("fx__test_update_watched_resource", {})
+            with anyio.fail_after(10):
+                async for event in subscription:
+                    if isinstance(event, ResourceUpdated):
+                        break
+    assert event.uri == uri

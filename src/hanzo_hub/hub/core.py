@@ -17,7 +17,7 @@ from typing import Any, TypeVar, cast
 
 import anyio
 import mcp_types as types
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.server.context import ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.shared.dispatcher import ProgressFnT
@@ -29,7 +29,7 @@ from hanzo_hub.backends.pool import BackendPool
 from hanzo_hub.backends.snapshot import SnapshotStore
 from hanzo_hub.catalog.loader import catalog_snapshots, catalog_specs, load_catalog
 from hanzo_hub.config import HubSettings, InprocServerSpec
-from hanzo_hub.errors import BackendError, PromptNotFound, ResourceNotFound, ToolNotFound
+from hanzo_hub.errors import BackendError, HubError, PromptNotFound, ResourceNotFound, ToolNotFound
 from hanzo_hub.hub.bridge import EraBridge, Parked
 from hanzo_hub.hub.identity import current_user
 from hanzo_hub.hub.memory_mount import MEMORY_SERVER, PROJECT_KEY, identity_meta
@@ -362,8 +362,25 @@ class Hub:
         if self.relay.subscribe(uri, session):
             await self._update_subscription(target, subscribe=True)
 
-    async def unsubscribe(self, uri: str, session: ServerSession) -> None:
-        """Drop a client's subscription; the owning server is unsubscribed when nobody listens any more."""
+    async def listen_resources(self, uris: list[str], key: object) -> list[str]:
+        """Subscribe the owning servers to the resources a ``subscriptions/listen`` stream asks for.
+
+        Returns the URIs it subscribed (unknown ones are skipped; the stream simply never hears of them).
+        """
+        done = []
+        for uri in uris:
+            try:
+                target = await self._resolve(self.registry.resolve_uri, uri)
+                if self.relay.subscribe_stream(uri, key):
+                    await self._update_subscription(target, subscribe=True)
+            except (HubError, MCPError):
+                logger.info("a listen stream asked for resource %s, which cannot be watched", uri)
+                continue
+            done.append(uri)
+        return done
+
+    async def unsubscribe(self, uri: str, session: ServerSession | object) -> None:
+        """Drop a client's (or listen stream's) subscription; the server is unsubscribed when nobody listens."""
         target = await self._resolve(self.registry.resolve_uri, uri)
         if self.relay.unsubscribe(uri, session):
             await self._update_subscription(target, subscribe=False)

@@ -80,7 +80,7 @@ class Relay:
         self.log_level: types.LoggingLevel | None = None
         # Keyed by the client's connection: the SDK builds a ServerSession per request, the connection lives as
         # long as the client and unwinds its exit stack when it goes.
-        self._subscribers: dict[str, dict[Any, ServerSession]] = {}
+        self._subscribers: dict[str, dict[Any, ServerSession | None]] = {}
 
     # -- log levels ---------------------------------------------------------------------------------------------
 
@@ -255,17 +255,27 @@ class Relay:
         subscribers[connection] = session
         return first
 
+    def subscribe_stream(self, exposed_uri: str, key: object) -> bool:
+        """A stateless-era ``subscriptions/listen`` stream asks for ``exposed_uri``; returns whether it is the first.
+
+        Its updates arrive through the subscription bus, so no session is kept for it.
+        """
+        subscribers = self._subscribers.setdefault(exposed_uri, {})
+        first = not subscribers
+        subscribers[key] = None
+        return first
+
     def _forget(self, exposed_uri: str, connection: Any) -> None:
         subscribers = self._subscribers.get(exposed_uri)
         if subscribers is not None:
             subscribers.pop(connection, None)
 
-    def unsubscribe(self, exposed_uri: str, session: ServerSession) -> bool:
-        """Forget a client's subscription; returns whether nobody is subscribed any more."""
+    def unsubscribe(self, exposed_uri: str, session: ServerSession | object) -> bool:
+        """Forget a client's (or a listen stream's) subscription; returns whether nobody is subscribed any more."""
         subscribers = self._subscribers.get(exposed_uri)
         if subscribers is None:
             return False
-        subscribers.pop(_connection(session), None)
+        subscribers.pop(_connection(session) if isinstance(session, ServerSession) else session, None)
         if subscribers:
             return False
         del self._subscribers[exposed_uri]
@@ -279,6 +289,8 @@ class Relay:
         """Tell subscribers of both eras that a resource changed."""
         await self._notifier.bus.publish(ResourceUpdated(uri=exposed_uri))
         for connection, session in list(self._subscribers.get(exposed_uri, {}).items()):
+            if session is None:  # a listen stream: the bus above delivered it
+                continue
             try:
                 with anyio.fail_after(NOTIFY_TIMEOUT):
                     await session.send_resource_updated(exposed_uri)

@@ -7,12 +7,14 @@ become protocol errors that name the server, and no traceback ever reaches the w
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
+import anyio
 import mcp_types as types
 from mcp import MCPDeprecationWarning, MCPError
 from mcp.server.context import ServerRequestContext
@@ -29,6 +31,7 @@ logger = logging.getLogger(__name__)
 SERVER_NAME = "hanzo-hub"
 
 T = TypeVar("T")
+UNSUBSCRIBE_TIMEOUT = 5.0
 Ctx = ServerRequestContext[Any, Any]
 
 
@@ -112,6 +115,20 @@ class _Handlers:
     ) -> types.GetPromptResult | types.InputRequiredResult:
         return await self.hub.get_prompt(params.name, params.arguments, ctx=ctx, params=params)
 
+    async def listen(self, ctx: Ctx, params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
+        """``subscriptions/listen``: the SDK's handler streams the events; the hub subscribes the servers first."""
+        self.hub.notifier.track(ctx.session, ctx.protocol_version)
+        key = object()
+        uris = list(params.notifications.resource_subscriptions or ()) if params.notifications else []
+        watched = await self.hub.listen_resources(uris, key) if uris else []
+        try:
+            return await self.hub.notifier.listen_handler(ctx, params)
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(UNSUBSCRIBE_TIMEOUT):
+                for uri in watched:
+                    with contextlib.suppress(HubError, MCPError):
+                        await self.hub.unsubscribe(uri, key)
+
     def wrap(self, fn: Callable[[Ctx, Any], Awaitable[T]]) -> Callable[[Ctx, Any], Awaitable[T]]:
         async def wrapped(ctx: Ctx, params: Any) -> T:
             self.hub.notifier.track(ctx.session, ctx.protocol_version)
@@ -143,7 +160,7 @@ def build_server(hub: Hub) -> Server[Any]:
             on_set_logging_level=w(h.set_level),
             on_subscribe_resource=w(h.subscribe),
             on_unsubscribe_resource=w(h.unsubscribe),
-            on_subscriptions_listen=hub.notifier.listen_handler,
+            on_subscriptions_listen=h.listen,
         )
 
 
