@@ -203,6 +203,15 @@ class ExposureSettings(_Model):
 
     prefix: bool | Literal["auto"] = Field(default="auto", description="'auto': no prefix with a single server.")
     separator: Literal["__"] = "__"
+    mode: Literal["all", "search"] = Field(
+        default="all", description="'all': every tool in tools/list; 'search': find_tools + call_tool + core tools."
+    )
+    core_tools: tuple[str, ...] = Field(default=(), description="Exposed tool names always listed in search mode.")
+    embedder: Literal["sentence-transformers", "fake", "none"] = Field(
+        default="sentence-transformers", description="Dense half of tool search ('none': BM25 only)."
+    )
+    max_tools: int = Field(default=15, ge=1, le=50, description="Most tools one find_tools answer returns.")
+    token_budget: int = Field(default=4000, ge=200, description="Tokens the selected definitions may take.")
 
 
 NetworkMode = Literal["none", "loopback", "full"]

@@ -20,11 +20,14 @@ from mcp import MCPDeprecationWarning, MCPError
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
+from mcp.shared.subscriptions import ToolsListChanged
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 
 from hanzo_hub import __version__
 from hanzo_hub.errors import BackendError, HubError, PromptNotFound, ResourceNotFound, ToolNotFound
 from hanzo_hub.hub.core import Hub
+from hanzo_hub.hub.search import CALL_TOOL, FIND_TOOLS, ToolSearch, promote, promoted_of, selection_result
 
 logger = logging.getLogger(__name__)
 
@@ -60,14 +63,23 @@ def _unstamped(result: T) -> T:
     return result.model_copy(update={"meta": rest or None})
 
 
+def _stateless(ctx: Ctx) -> bool:
+    return ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS
+
+
 class _Handlers:
     """Request handlers of the front server; each one tracks the client's session and translates errors."""
 
     def __init__(self, hub: Hub) -> None:
         self.hub = hub
+        self.search = ToolSearch(hub.settings.exposure) if hub.settings.exposure.mode == "search" else None
 
     async def list_tools(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=await self.hub.list_tools())
+        tools = await self.hub.list_tools()
+        if self.search is None:
+            return types.ListToolsResult(tools=tools)
+        promoted = promoted_of(ctx.session._connection, _stateless(ctx), self.search.shared_promoted)
+        return types.ListToolsResult(tools=self.search.listed(tuple(tools), promoted))
 
     async def call_tool(
         self, ctx: Ctx, params: types.CallToolRequestParams
@@ -75,7 +87,31 @@ class _Handlers:
         async def progress(progress: float, total: float | None, message: str | None) -> None:
             await ctx.session.report_progress(progress, total, message)  # a no-op unless the client asked for it
 
+        if self.search is not None and params.name == FIND_TOOLS:
+            return await self._find_tools(ctx, params)
+        if self.search is not None and params.name == CALL_TOOL:
+            arguments = params.arguments or {}
+            inner = params.model_copy(
+                update={"name": str(arguments.get("name", "")), "arguments": arguments.get("arguments") or {}}
+            )
+            return await self.hub.call_tool(inner.name, inner.arguments, progress, ctx=ctx, params=inner)
         return await self.hub.call_tool(params.name, params.arguments, progress, ctx=ctx, params=params)
+
+    async def _find_tools(self, ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+        assert self.search is not None
+        query = str((params.arguments or {}).get("query", "")).strip()
+        if not query:
+            raise MCPError(types.INVALID_PARAMS, "find_tools needs a non-empty 'query'")
+        selection, chosen = await self.search.find(query, tuple(await self.hub.list_tools()))
+        promoted = promoted_of(ctx.session._connection, _stateless(ctx), self.search.shared_promoted)
+        if promote(promoted, {tool.name for tool in chosen}):
+            # A client that cannot take the notification still gets the answer.
+            with contextlib.suppress(Exception):
+                if _stateless(ctx):
+                    await self.hub.notifier.bus.publish(ToolsListChanged())
+                else:
+                    await ctx.session.send_tool_list_changed()
+        return selection_result(selection, chosen)
 
     async def complete(self, ctx: Ctx, params: types.CompleteRequestParams) -> types.CompleteResult:
         context = params.context.arguments if params.context is not None else None
