@@ -5,6 +5,7 @@ hanzo-hub serve [--config FILE] [--http] [--host H] [--port P] [--home DIR]
 hanzo-hub import [--from FILE] [--project DIR] [--dry-run]
 hanzo-hub snippet [--http]
 hanzo-hub token --user ID
+hanzo-hub tools search "QUERY" [--json]
 ```
 """
 
@@ -49,6 +50,13 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument("--from", dest="source", type=Path, action="append", help="read this file instead")
     imp.add_argument("--project", type=Path, help="also read this project's .mcp.json, .cursor/, .vscode/")
     imp.add_argument("--dry-run", action="store_true", help="report without writing")
+
+    tools = commands.add_parser("tools", help="search the tools of every configured server")
+    tools_cmd = tools.add_subparsers(dest="tools_command", required=True)
+    search = tools_cmd.add_parser("search", parents=[common], help="rank tools for a task, as find_tools would")
+    search.add_argument("query", help="the task, in plain words")
+    search.add_argument("--json", action="store_true", help="machine-readable output")
+    search.add_argument("--embedder", choices=["sentence-transformers", "fake", "none"], help="dense half of search")
 
     token = commands.add_parser("token", help="make a bearer token for the HTTP endpoint")
     token.add_argument("--user", required=True, help="the user id the token stands for")
@@ -167,6 +175,38 @@ def _cmd_snippet(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_tools(args: argparse.Namespace) -> int:
+    from hanzo_hub.hub.core import Hub
+    from hanzo_hub.hub.search import ToolSearch
+
+    settings = _settings(args)
+    exposure = settings.exposure
+    if args.embedder:
+        exposure = exposure.model_copy(update={"embedder": args.embedder})
+    tools = tuple(Hub(settings).snapshot_tools())
+
+    async def run() -> tuple[Any, list[Any]]:
+        return await ToolSearch(exposure).find(args.query, tools)
+
+    selection, _chosen = anyio.run(run)
+    rows = [(c.id, round(c.score, 4), c.tokens) for c in selection.tools]
+    if args.json:
+        body = {
+            "query": args.query,
+            "tools": [{"name": n, "score": s, "tokens": t} for n, s, t in rows],
+            "tokens": selection.tokens,
+            "all_tools_tokens": selection.all_tokens,
+            "llm_filter": selection.stage2,
+            "timings_ms": selection.timings_ms,
+        }
+        print(json.dumps(body, indent=2))
+        return 0
+    for rank, (name, score, tokens) in enumerate(rows, 1):
+        print(f"{rank:>2}. {name:<60} score {score:<8} {tokens:>5} tokens")
+    print(f"{selection.tokens} of {selection.all_tokens} tool tokens; LLM filter: {selection.stage2}")
+    return 0
+
+
 def _cmd_token(args: argparse.Namespace) -> int:
     import secrets
 
@@ -188,6 +228,7 @@ COMMANDS = {
     "import": _cmd_import,
     "snippet": _cmd_snippet,
     "token": _cmd_token,
+    "tools": _cmd_tools,
     "catalog": _cmd_catalog,
 }
 

@@ -126,6 +126,11 @@ class Hub:
         finally:
             self.notifier.close()
 
+    def snapshot_tools(self) -> list[types.Tool]:
+        """Every exposed tool known from snapshots (and catalog seeds), without running anything."""
+        self._load_snapshots()
+        return list(self.registry.tools())
+
     def _load_snapshots(self) -> list[str]:
         """Serve every server's stored lists; catalog entries never started yet get their packaged tools."""
         missing = []
