@@ -192,3 +192,17 @@ async def test_resource_updates_reach_a_listening_stateless_client(make_settings
                     if isinstance(event, ResourceUpdated):
                         break
     assert event.uri == uri
+
+
+async def test_completions_come_from_the_owning_server(connect: Connect, relay_settings: Any) -> None:
+    async with connect(relay_settings) as client:
+        prompt = await client.complete(
+            types.PromptReference(type="ref/prompt", name="fx__test_prompt_with_arguments"),
+            {"name": "arg1", "value": "par"},
+        )
+        template = await client.complete(
+            types.ResourceTemplateReference(type="ref/resource", uri="hub://fx/test://template/{id}/data"),
+            {"name": "id", "value": "4"},
+        )
+    assert prompt.completion.values == ["paris", "park", "party"]
+    assert template.completion.values == ["456"]
