@@ -240,3 +240,15 @@ def test_public_bind_without_auth_is_refused(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "without authentication" in result.stderr
+
+
+async def test_sessions_beyond_the_cap_are_refused(make_settings: Any) -> None:
+    from tests.conftest import inproc, serve_http_in_process
+
+    settings = make_settings({"alpha": inproc("alpha")}, http={"max_sessions": 2})
+    async with serve_http_in_process(settings) as url, httpx2.AsyncClient(timeout=10) as http:
+        statuses = []
+        for _ in range(3):
+            response = await http.post(url, headers=HEADERS, content=json.dumps(INIT))
+            statuses.append(response.status_code)
+    assert statuses == [200, 200, 503]
