@@ -14,7 +14,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   if [ "${1:-dev}" = "dev" ]; then
     "$VENV/bin/python" -m pip install -qq -e "$ROOT[dev,routing,selection,docker]"
   else
-    "$VENV/bin/python" -m pip install -qq -e "$ROOT"
+    "$VENV/bin/python" -m pip install -qq -e "$ROOT[routing,selection,docker]"
   fi
   echo "$want" >"$stamp"
 fi
