@@ -40,6 +40,9 @@ STOP_GRACE = 5.0
 
 LOG_TAIL_LINES = 3
 
+LISTEN_ACK_TIMEOUT = 5.0
+"""Bound on waiting for a stateless-era server to acknowledge a reopened change stream."""
+
 
 class State(enum.Enum):
     """Where a server is in its life."""
@@ -124,6 +127,9 @@ class Supervisor:
         self.junk_lines = 0
         self._log_offset = 0
         self._relisten = anyio.Event()
+        self._acked = anyio.Event()
+        self._listen_acks = 0
+        self._listening = False
 
     # -- public API ---------------------------------------------------------------------------------------------
 
@@ -368,25 +374,33 @@ class Supervisor:
             "resources_list_changed": bool(caps.resources and caps.resources.list_changed),
             "prompts_list_changed": bool(caps.prompts and caps.prompts.list_changed),
         }
-        while True:
-            uris = tuple(self._hooks.resource_subscriptions(self.name))
-            if not any(lists.values()) and not uris:
-                await self._relisten.wait()
-                continue
-            relisten = self._relisten
-            try:
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(_set_when, relisten, tg.cancel_scope)
-                    async with client.listen(**lists, resource_subscriptions=uris) as subscription:
-                        async for event in subscription:
-                            await self._on_event(event)
-                    tg.cancel_scope.cancel()
-            except Exception:  # task boundary: a server that cannot listen still serves requests
-                logger.warning("server %s does not deliver change events", self.name, exc_info=True)
-                return
-            if not relisten.is_set():
-                return  # the server closed the stream gracefully
-            self._relisten = anyio.Event()
+        self._listening = True
+        try:
+            while True:
+                uris = tuple(self._hooks.resource_subscriptions(self.name))
+                relisten = self._relisten
+                if not any(lists.values()) and not uris:
+                    await relisten.wait()
+                    self._relisten = anyio.Event()
+                    continue
+                try:
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(_set_when, relisten, tg.cancel_scope)
+                        async with client.listen(**lists, resource_subscriptions=uris) as subscription:
+                            self._listen_acks += 1  # acknowledged: events for these URIs now reach us
+                            self._acked.set()
+                            self._acked = anyio.Event()
+                            async for event in subscription:
+                                await self._on_event(event)
+                        tg.cancel_scope.cancel()
+                except Exception:  # task boundary: a server that cannot listen still serves requests
+                    logger.warning("server %s does not deliver change events", self.name, exc_info=True)
+                    return
+                if not relisten.is_set():
+                    return  # the server closed the stream gracefully
+                self._relisten = anyio.Event()
+        finally:
+            self._listening = False
 
     async def _on_event(self, event: object) -> None:
         if isinstance(event, ResourceUpdated):
@@ -395,9 +409,19 @@ class Supervisor:
         else:
             self._tg.start_soon(self._refresh)
 
-    def resubscribe(self) -> None:
-        """The set of subscribed resources changed: reopen the change stream (stateless-era servers)."""
+    async def resubscribe(self) -> None:
+        """The set of subscribed resources changed: reopen the change stream and wait for its acknowledgement.
+
+        Waiting matters: an update published between the subscribe call's answer and the new stream would be lost.
+        """
+        if not self._listening:
+            return
+        seen, acked = self._listen_acks, self._acked
         self._relisten.set()
+        with anyio.move_on_after(LISTEN_ACK_TIMEOUT):
+            while self._listen_acks == seen and self._listening:
+                await acked.wait()
+                acked = self._acked
 
     async def _refresh(self) -> None:
         """Re-list after the server said a list changed. Failures are logged, not raised (task boundary)."""

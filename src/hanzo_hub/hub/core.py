@@ -395,7 +395,7 @@ class Hub:
 
         async def op(client: Client) -> None:
             if _modern(client):
-                supervisor.resubscribe()  # its change stream is reopened with the new set of URIs
+                await supervisor.resubscribe()  # its change stream is reopened with the new set of URIs
             else:
                 await _legacy_request(client, _subscription(target.original, subscribe=subscribe))
 
