@@ -14,7 +14,6 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import anyio
 import anyio.abc
@@ -150,7 +149,3 @@ class EraBridge:
             del self._parked[token]
             parked.scope.cancel()
             logger.info("a parked call of tool %s expired: the client never answered", parked.tool)
-
-    def stats(self) -> dict[str, Any]:
-        """How many calls are parked."""
-        return {"parked": len(self._parked)}
