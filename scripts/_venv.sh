@@ -12,9 +12,9 @@ stamp="$VENV/.hanzo-stamp"
 want="$(sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1)-${1:-dev}"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   if [ "${1:-dev}" = "dev" ]; then
-    "$VENV/bin/python" -m pip install -qq -e "$ROOT[dev,routing,selection,docker]"
+    "$VENV/bin/python" -m pip install -qq -e "$ROOT[dev,routing,selection,docker,servers]"
   else
-    "$VENV/bin/python" -m pip install -qq -e "$ROOT[routing,selection,docker]"
+    "$VENV/bin/python" -m pip install -qq -e "$ROOT[routing,selection,docker,servers]"
   fi
   echo "$want" >"$stamp"
 fi

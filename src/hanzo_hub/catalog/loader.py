@@ -218,7 +218,14 @@ def placeholders(settings: HubSettings, meta: CatalogMeta) -> dict[str, str]:
     bins = {"venv": env / "bin", "npm": env / "node_modules" / ".bin", "none": env}[meta.install.kind]
     site = env / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
     project = settings.catalog.project or Path.cwd()
-    return {"env": str(env), "bin": str(bins), "home": str(settings.home), "project": str(project), "site": str(site)}
+    return {
+        "env": str(env),
+        "bin": str(bins),
+        "home": str(settings.home),
+        "project": str(project),
+        "site": str(site),
+        "python": sys.executable,
+    }
 
 
 def fill(template: str, values: dict[str, str]) -> str:

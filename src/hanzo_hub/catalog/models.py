@@ -7,7 +7,8 @@ this module (regenerate with ``python -m hanzo_hub.catalog.models > src/hanzo_hu
 
 Launch templates may use these placeholders: ``{env}`` (the server's environment directory), ``{bin}`` (its
 executables: ``{env}/bin`` for a venv, ``{env}/node_modules/.bin`` for npm), ``{home}`` (the hub's home),
-``{project}`` (the project folder) and ``{site}`` (a venv's site-packages, for post-install steps).
+``{project}`` (the project folder), ``{site}`` (a venv's site-packages, for post-install steps) and ``{python}``
+(the hub's own interpreter, which runs the first-party servers in ``servers/``: ``{python} -m servers.<id>``).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ Category = Literal[
     "ai-ml",
     "system",
 ]
-PLACEHOLDERS = frozenset({"env", "bin", "home", "project", "site"})
+PLACEHOLDERS = frozenset({"env", "bin", "home", "project", "site", "python"})
 ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,23}$"
 
 
