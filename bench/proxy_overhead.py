@@ -4,15 +4,11 @@ Every target is a real subprocess reached with the SDK ``Client`` over stdio, in
 and ``auto`` (2026-07-28 probe) mode:
 
 - ``direct``: ``python -m tests.fixtures.downstream`` (the baseline);
-- ``hub``: ``python -m hanzo_hub serve --config`` with that one downstream (spawned by the hub over stdio);
-- ``hub-gcfreeze``: the same hub through ``bench/_gc_freeze.py``, a prototype of a proposed fix that calls
-  ``gc.freeze()`` once the hub has started (full collections then skip the start-up heap);
-- ``hub-aio``: the same hub served by ``bench/_hub_aio_stdio.py``, a prototype of a proposed fix that swaps only
-  the front transport (asyncio pipes instead of worker threads);
-- ``hub-raw``: the same hub served by ``bench/_hub_raw_relay.py``, a prototype of another proposed fix: a
-  middleware that relays ``tools/call`` from handshake-era clients as raw JSON-RPC (downstream in ``legacy`` mode;
-  ``auto``-mode clients take the normal path there, so ``hub-raw/auto`` shows the downstream era alone);
-- ``hub-fast``: both prototypes together (asyncio pipes and the raw ``tools/call`` middleware);
+- ``hub``: ``python -m hanzo_hub serve --config`` with that one downstream (spawned by the hub over stdio) in the
+  handshake era (``"protocol": "legacy"``), as every cataloged third-party server speaks it: handshake-era calls take
+  the raw ``tools/call`` fast path (``hanzo_hub.hub.fastcall``), stateless-era clients go through the era bridge;
+- ``hub-2026``: the same hub with the downstream in ``auto`` mode (it speaks the stateless era, so no call takes
+  the fast path: the typed relay, both eras);
 - ``hub-inproc``: the same hub with the fixture in-process (``"kind": "inproc"``): no second process or pipe;
 - ``min-proxy``: ``bench/_min_proxy.py``, a bare low-level ``Server`` that forwards to one ``Client``: the floor of
   any proxy built on the SDK objects, to separate the SDK's per-hop cost from the hub's own;
@@ -89,38 +85,14 @@ def _targets(tmp: Path) -> list[Target]:
     for mode in ("legacy", "auto"):
         name = f"fx-direct-{mode}"
         targets.append(Target(f"direct/{mode}", "direct", mode, [PYTHON, *FIXTURE, name], name))
-    for mode in ("legacy", "auto"):
-        home = tmp / f"hub-{mode}"
-        home.mkdir()
-        config = write_config(home / "config.json", {"fx": fixture_server(f"fx-hub-{mode}")})
-        argv = [PYTHON, *hub_args(config, home, "--log-level", "WARNING")]
-        targets.append(Target(f"hub/{mode}", "hub", mode, argv, str(config)))
-    for mode in ("legacy", "auto"):
-        home = tmp / f"hub-gcfreeze-{mode}"
-        home.mkdir()
-        config = write_config(home / "config.json", {"fx": fixture_server(f"fx-hub-gcfreeze-{mode}")})
-        argv = [PYTHON, str(REPO / "bench" / "_gc_freeze.py"), *hub_args(config, home, "--log-level", "WARNING")[2:]]
-        targets.append(Target(f"hub-gcfreeze/{mode}", "hub-gcfreeze", mode, argv, str(config)))
-    for mode in ("legacy", "auto"):
-        home = tmp / f"hub-aio-{mode}"
-        home.mkdir()
-        config = write_config(home / "config.json", {"fx": fixture_server(f"fx-hub-aio-{mode}")})
-        argv = [PYTHON, str(REPO / "bench" / "_hub_aio_stdio.py"), str(config), str(home)]
-        targets.append(Target(f"hub-aio/{mode}", "hub-aio", mode, argv, str(config)))
-    for mode in ("legacy", "auto"):
-        home = tmp / f"hub-raw-{mode}"
-        home.mkdir()
-        entry = {**fixture_server(f"fx-hub-raw-{mode}"), "protocol": "legacy"}
-        config = write_config(home / "config.json", {"fx": entry})
-        argv = [PYTHON, str(REPO / "bench" / "_hub_raw_relay.py"), str(config), str(home)]
-        targets.append(Target(f"hub-raw/{mode}", "hub-raw", mode, argv, str(config)))
-    for mode in ("legacy", "auto"):
-        home = tmp / f"hub-fast-{mode}"
-        home.mkdir()
-        entry = {**fixture_server(f"fx-hub-fast-{mode}"), "protocol": "legacy"}
-        config = write_config(home / "config.json", {"fx": entry})
-        argv = [PYTHON, str(REPO / "bench" / "_hub_aio_stdio.py"), str(config), str(home), "--raw-calls"]
-        targets.append(Target(f"hub-fast/{mode}", "hub-fast", mode, argv, str(config)))
+    for kind, protocol in (("hub", "legacy"), ("hub-2026", "auto")):
+        for mode in ("legacy", "auto"):
+            home = tmp / f"{kind}-{mode}"
+            home.mkdir()
+            entry = {**fixture_server(f"fx-{kind}-{mode}"), "protocol": protocol}
+            config = write_config(home / "config.json", {"fx": entry})
+            argv = [PYTHON, *hub_args(config, home, "--log-level", "WARNING")]
+            targets.append(Target(f"{kind}/{mode}", kind, mode, argv, str(config)))
     for mode in ("legacy", "auto"):
         home = tmp / f"hub-inproc-{mode}"
         home.mkdir()
@@ -203,7 +175,7 @@ def profile_target(tmp: Path, kind: str, clock: str, calls: int) -> dict[str, An
     if kind == "hub":
         home = tmp / f"hub-profile-{clock}"
         home.mkdir()
-        config = write_config(home / "config.json", {"fx": fixture_server("fx-hub-profile")})
+        config = write_config(home / "config.json", {"fx": {**fixture_server("fx-hub-profile"), "protocol": "legacy"}})
         argv = [*wrapper, *hub_args(config, home, "--log-level", "WARNING")]
     else:
         argv = [*wrapper, *FIXTURE, "fx-direct-profile"]
@@ -253,7 +225,7 @@ def _summary(targets: list[Target]) -> dict[str, Any]:
         }
     for mode in ("legacy", "auto"):
         direct = out[f"direct/{mode}"]["latency"]
-        for kind in ("hub", "hub-gcfreeze", "hub-aio", "hub-raw", "hub-fast", "hub-inproc", "min-proxy", "pipe-relay"):
+        for kind in ("hub", "hub-2026", "hub-inproc", "min-proxy", "pipe-relay"):
             entry = out[f"{kind}/{mode}"]
             entry["ratio_p50_vs_direct"] = ratio(entry["latency"]["p50_ms"], direct["p50_ms"])
             entry["ratio_p95_vs_direct"] = ratio(entry["latency"]["p95_ms"], direct["p95_ms"])

@@ -21,6 +21,7 @@ from mcp.client._transport import ReadStream, TransportStreams, WriteStream
 from mcp.shared.message import SessionMessage
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
 
+from hanzo_hub.backends.rawchannel import RawChannel
 from hanzo_hub.config import ServerSpec
 
 CONNECTORS: dict[str, str] = {
@@ -91,16 +92,22 @@ class _WatchedReadStream:
         on_junk: Callable[[Exception], None],
         on_end: Callable[[], None],
         era: _Era,
+        channel: RawChannel | None = None,
     ) -> None:
         self._inner = inner
         self._on_junk = on_junk
         self._on_end = on_end
         self._era = era
+        self._channel = channel
 
     async def receive(self) -> SessionMessage | Exception:
         try:
             item = await self._inner.receive()
+            while self._channel is not None and self._channel.claim(item):
+                item = await self._inner.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            if self._channel is not None:
+                self._channel.close()
             self._on_end()
             raise
         if isinstance(item, Exception):
@@ -183,17 +190,25 @@ def watched(
     transport: AbstractAsyncContextManager[TransportStreams],
     on_junk: Callable[[Exception], None],
     on_end: Callable[[], None],
+    channel: RawChannel | None = None,
 ) -> AbstractAsyncContextManager[TransportStreams]:
     """Wrap a transport so the supervisor hears of unparseable lines and of the end of the read side.
 
     The wrapper also declares the relayed client's capabilities and defaults a missing ``resultType`` (see the
-    stream classes).
+    stream classes), and carries ``channel``'s raw requests beside the session.
     """
 
     @asynccontextmanager
     async def run() -> AsyncIterator[TransportStreams]:
         era = _Era()
         async with transport as (read, write):
-            yield _WatchedReadStream(read, on_junk, on_end, era), _WatchedWriteStream(write, era)
+            writer = _WatchedWriteStream(write, era)
+            if channel is not None:
+                channel.attach(writer)
+            try:
+                yield _WatchedReadStream(read, on_junk, on_end, era, channel), writer
+            finally:
+                if channel is not None:
+                    channel.close()
 
     return run()

@@ -27,6 +27,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from hanzo_hub.backends.base import ConnectContext, build_target, watched
 from hanzo_hub.backends.listing import Listing, fetch_listing
+from hanzo_hub.backends.rawchannel import RawChannel
 from hanzo_hub.backends.snapshot import file_key
 from hanzo_hub.config import BackendSettings, ServerSpec
 from hanzo_hub.errors import BackendCrashed, BackendTimeout, BackendUnavailable
@@ -118,6 +119,7 @@ class Supervisor:
         self._changed = anyio.Event()
         self._stop = anyio.Event()
         self._ended = anyio.Event()
+        self._channel: RawChannel | None = None
         self.in_flight = 0
         self.last_used = 0.0
         self.failures = 0
@@ -142,6 +144,12 @@ class Supervisor:
     def client(self) -> Client | None:
         """The live client, if the server runs."""
         return self._client
+
+    @property
+    def raw_channel(self) -> RawChannel | None:
+        """Raw requests beside the live client's session (subprocess and remote servers), if the server runs."""
+        channel = self._channel
+        return channel if self._client is not None and channel is not None and channel.open else None
 
     @property
     def log_path(self) -> Path:
@@ -334,8 +342,10 @@ class Supervisor:
 
     def _make_client(self, lost: anyio.Event) -> Client:
         target = build_target(self.spec, self._context)
+        self._channel = None
         if not isinstance(target, MCPServer | Server):
-            target = watched(target, on_junk=self._on_junk, on_end=lost.set)
+            self._channel = RawChannel()
+            target = watched(target, on_junk=self._on_junk, on_end=lost.set, channel=self._channel)
         return Client(
             target,
             mode=self.spec.protocol,

@@ -55,7 +55,8 @@ def freeze_startup_heap() -> None:
     gc.enable()
 
 
-def _modern(client: Client) -> bool:
+def is_modern(client: Client) -> bool:
+    """Whether ``client`` talks to its server in the stateless (2026-07-28) era."""
     return client.protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
@@ -175,9 +176,9 @@ class Hub:
     async def on_connected(self, server: str, client: Client) -> None:
         """Re-apply the clients' log level and resource subscriptions to a (re)started server."""
         caps = client.server_capabilities
-        if self.relay.log_level is not None and caps.logging is not None and not _modern(client):
+        if self.relay.log_level is not None and caps.logging is not None and not is_modern(client):
             await _legacy_request(client, _set_level(self.relay.log_level))
-        if caps.resources is not None and caps.resources.subscribe and not _modern(client):
+        if caps.resources is not None and caps.resources.subscribe and not is_modern(client):
             for exposed in self.relay.subscribed():
                 target = self.registry.resolve_uri(exposed)
                 if target.server == server:
@@ -294,7 +295,7 @@ class Hub:
         try:
             if params is not None and params.request_state and self.bridge.knows(params.request_state):
                 return await self.bridge.settle(self.bridge.resume(target.original, params, progress))
-            if _modern(await supervisor.ensure()):
+            if is_modern(await supervisor.ensure()):
                 return None
 
             async def run(parked: Parked) -> types.CallToolResult:
@@ -331,7 +332,7 @@ class Hub:
 
         async def op(client: Client) -> T:
             with client_capabilities(capabilities):
-                return await run(client, modern_client and _modern(client))
+                return await run(client, modern_client and is_modern(client))
 
         if ctx is None:
             return await supervisor.request(op)
@@ -345,7 +346,7 @@ class Hub:
         async def one(name: str) -> None:
             supervisor = self.pool.get(name)
             client = supervisor.client
-            if client is None or client.server_capabilities.logging is None or _modern(client):
+            if client is None or client.server_capabilities.logging is None or is_modern(client):
                 return
             try:
                 await supervisor.request(lambda c: _legacy_request(c, _set_level(level)))
@@ -394,7 +395,7 @@ class Hub:
         supervisor = self.pool.get(target.server)
 
         async def op(client: Client) -> None:
-            if _modern(client):
+            if is_modern(client):
                 await supervisor.resubscribe()  # its change stream is reopened with the new set of URIs
             else:
                 await _legacy_request(client, _subscription(target.original, subscribe=subscribe))

@@ -27,6 +27,7 @@ from pydantic import BaseModel
 from hanzo_hub import __version__
 from hanzo_hub.errors import BackendError, HubError, PromptNotFound, ResourceNotFound, ToolNotFound
 from hanzo_hub.hub.core import Hub
+from hanzo_hub.hub.fastcall import RawToolCalls
 from hanzo_hub.hub.search import CALL_TOOL, FIND_TOOLS, ToolSearch, promote, promoted_of, selection_result
 
 logger = logging.getLogger(__name__)
@@ -180,7 +181,7 @@ def build_server(hub: Hub) -> Server[Any]:
     w = h.wrap
     with warnings.catch_warnings():  # logging/setLevel is deprecated in 2026-07-28; the hub serves both eras
         warnings.simplefilter("ignore", MCPDeprecationWarning)
-        return Server(
+        server = Server(
             SERVER_NAME,
             version=__version__,
             title="hanzo-hub",
@@ -198,6 +199,8 @@ def build_server(hub: Hub) -> Server[Any]:
             on_unsubscribe_resource=w(h.unsubscribe),
             on_subscriptions_listen=h.listen,
         )
+    server.middleware.append(RawToolCalls(hub))
+    return server
 
 
 def initialization_options(server: Server[Any]) -> InitializationOptions:

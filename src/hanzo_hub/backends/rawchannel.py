@@ -1,0 +1,116 @@
+"""Raw JSON-RPC requests on a downstream connection, beside its SDK session.
+
+The SDK ``ClientSession`` answers a request through its dispatcher: a receive loop, memory streams, typed
+validation of the result. For the ``tools/call`` fast path (``hanzo_hub.hub.fastcall``) the hub needs none of that:
+it sends a request straight into the transport's write stream and takes the matching response off the read stream
+before the session sees it (``base._WatchedReadStream`` asks :meth:`RawChannel.claim` about every response). The
+ids are strings with a per-connection random prefix, so they cannot collide with the session's integer ids.
+
+A request cancelled while in flight sends the server ``notifications/cancelled``, as the session would; a connection
+that ends fails every pending request with ``CONNECTION_CLOSED``, which the supervisor turns into "crashed".
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp import MCPError
+from mcp.client._transport import WriteStream
+from mcp.shared.message import SessionMessage
+
+logger = logging.getLogger(__name__)
+
+CANCEL_NOTICE_TIMEOUT = 1.0
+
+
+@dataclass(eq=False)
+class _Pending:
+    done: anyio.Event = field(default_factory=anyio.Event)
+    message: types.JSONRPCResponse | types.JSONRPCError | None = None
+
+
+class RawChannel:
+    """Requests by raw params, answered by raw result dicts (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._prefix = f"hub-{secrets.token_hex(4)}-"
+        self._ids = itertools.count(1)
+        self._pending: dict[str, _Pending] = {}
+        self._write: WriteStream[SessionMessage] | None = None
+        self._closed = False
+
+    def attach(self, write: WriteStream[SessionMessage]) -> None:
+        """The connection is up: requests go to ``write``."""
+        self._write = write
+
+    @property
+    def open(self) -> bool:
+        """Whether requests can be sent."""
+        return self._write is not None and not self._closed
+
+    def claim(self, item: SessionMessage | Exception) -> bool:
+        """Take ``item`` if it answers one of this channel's requests (the session never sees it then)."""
+        if isinstance(item, Exception) or not self._pending:
+            return False
+        message = item.message
+        if not isinstance(message, types.JSONRPCResponse | types.JSONRPCError) or not isinstance(message.id, str):
+            return False
+        pending = self._pending.get(message.id)
+        if pending is None:
+            return False
+        pending.message = message
+        pending.done.set()
+        return True
+
+    def close(self) -> None:
+        """The connection ended: every pending request fails."""
+        self._closed = True
+        for pending in self._pending.values():
+            pending.done.set()
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Send one request and return its raw result.
+
+        Raises:
+            MCPError: the server answered with an error, or the connection closed (``CONNECTION_CLOSED``).
+        """
+        if self._write is None or self._closed:
+            raise MCPError(types.CONNECTION_CLOSED, "the connection is closed")
+        request_id = f"{self._prefix}{next(self._ids)}"
+        pending = self._pending[request_id] = _Pending()
+        try:
+            message = types.JSONRPCRequest(jsonrpc="2.0", id=request_id, method=method, params=params)
+            await self._write.send(SessionMessage(message))
+            await pending.done.wait()
+        except anyio.get_cancelled_exc_class():
+            if not pending.done.is_set():
+                await self._cancel(request_id)
+            raise
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            raise MCPError(types.CONNECTION_CLOSED, "the connection is closed") from None
+        finally:
+            del self._pending[request_id]
+        answer = pending.message
+        if answer is None:
+            raise MCPError(types.CONNECTION_CLOSED, "the connection closed before the answer")
+        if isinstance(answer, types.JSONRPCError):
+            raise MCPError(answer.error.code, answer.error.message, answer.error.data)
+        return answer.result
+
+    async def _cancel(self, request_id: str) -> None:
+        if self._write is None or self._closed:
+            return
+        notice = types.JSONRPCNotification(
+            jsonrpc="2.0", method="notifications/cancelled", params={"requestId": request_id, "reason": "cancelled"}
+        )
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_NOTICE_TIMEOUT):
+            try:
+                await self._write.send(SessionMessage(notice))
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                logger.debug("could not tell the server of a cancelled request: the connection is closed")

@@ -1,0 +1,200 @@
+"""The ``tools/call`` fast path: a handshake-era client's call relayed as raw JSON-RPC to a handshake-era server.
+
+A proxied call through SDK objects validates the same message four times: the front parses the client's params into
+a typed model, the hub's ``Client`` validates the downstream's result (and its structured content against the
+output schema), and the front dumps that result and validates it again on the way out, while the end client
+validates it once more. When both ends speak the handshake era none of that changes the bytes: the hub only renames
+the tool. So this middleware of the front server sends the client's ``arguments`` unchanged to the downstream
+through a raw channel beside the SDK session (``hanzo_hub.backends.rawchannel``: no dispatcher, no validation) and
+hands the downstream's result dict back as it came, less the downstream's ``serverInfo`` stamp. The end client is
+the one that validates it, exactly as it would validate a direct server.
+
+Everything that makes a proxied call a hub call is kept: the relay bookkeeping (the server's sampling, elicitation,
+roots and log messages during the call go to this client), the log-level opt-in, the supervisor's lazy start,
+deadline, crash detection and idle accounting, and fail-open error results. Calls that need more than renaming take
+the normal path: stateless-era clients or servers (era bridge, input rounds), progress tokens (the front maps
+them), the hub's own memory server (identity stamping), search exposure (virtual tools), a server not running yet
+(the normal path starts it; its next call is fast), in-process servers (no transport to share), and malformed params
+(the normal path reports them precisely).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import mcp_types as types
+from mcp import Client, MCPError
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+
+from hanzo_hub.backends.base import client_capabilities
+from hanzo_hub.errors import BackendError, ToolNotFound
+from hanzo_hub.hub.core import Hub, is_modern
+from hanzo_hub.hub.memory_mount import MEMORY_SERVER
+
+logger = logging.getLogger(__name__)
+
+_TOOLS_CALL = "tools/call"
+_BRIDGED = frozenset({"sampling", "elicitation", "roots"})
+
+
+def _error_result(text: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}], "isError": True}
+
+
+def _unstamped(result: dict[str, Any]) -> dict[str, Any]:
+    """Drop the downstream's ``serverInfo`` stamp: the hub answered (and the front stamps itself)."""
+    meta = result.get("_meta")
+    if not isinstance(meta, dict) or types.SERVER_INFO_META_KEY not in meta:
+        return result
+    rest = {key: value for key, value in meta.items() if key != types.SERVER_INFO_META_KEY}
+    body = {key: value for key, value in result.items() if key != "_meta"}
+    if rest:
+        body["_meta"] = rest
+    return body
+
+
+def _stamped_version(params: Mapping[str, Any] | None) -> str | None:
+    """The protocol version a stateless-era request carries in its ``_meta``, if it is one."""
+    meta = (params or {}).get("_meta")
+    version = meta.get(PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
+    return version if isinstance(version, str) else None
+
+
+def _relayable_era(version: str, params: Mapping[str, Any] | None) -> bool:
+    """Whether a call in ``version`` needs nothing of the hub but renaming.
+
+    Handshake-era calls do. A stateless-era client's call over a handshake-era server does only when the client
+    declared none of the capabilities the era bridge exists for (sampling, elicitation, roots): then the bridge
+    would refuse the server's requests just as the relay does.
+    """
+    if version in HANDSHAKE_PROTOCOL_VERSIONS:
+        return True
+    if version not in MODERN_PROTOCOL_VERSIONS:
+        return False
+    meta = (params or {}).get("_meta")
+    declared = meta.get(CLIENT_CAPABILITIES_META_KEY) if isinstance(meta, dict) else None
+    return isinstance(declared, dict) and not (_BRIDGED & declared.keys())
+
+
+class RawToolCalls:
+    """Front-server middleware relaying eligible ``tools/call`` requests as raw JSON-RPC (see the module doc)."""
+
+    def __init__(self, hub: Hub) -> None:
+        self._hub = hub
+        self._enabled = hub.settings.exposure.mode != "search"
+        self.fast_calls = 0
+        """How many calls took the fast path (for tests and health)."""
+        self._last_ctx: ServerRequestContext[Any, Any] | None = None
+        self._standalone: tuple[ServerRequestContext[Any, Any], ServerRequestContext[Any, Any]] | None = None
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        self._last_ctx = ctx
+        if not self._enabled or ctx.method != _TOOLS_CALL or not _relayable_era(ctx.protocol_version, ctx.params):
+            return await call_next(ctx)
+        plan = self._plan(ctx.params)
+        if plan is None:
+            return await call_next(ctx)
+        server, params = plan
+        result = await self._relay(ctx, server, params)
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and "resultType" not in result:
+            result["resultType"] = "complete"  # a handshake-era server's result (the spec's absent-means-complete)
+        return result
+
+    def intercept(self, message: types.JSONRPCRequest) -> Callable[[], Awaitable[types.JSONRPCMessage]] | None:
+        """For a single-connection transport (stdio): answer an eligible ``tools/call`` without the SDK session.
+
+        Returns the coroutine function that makes the response, or ``None`` when the request must go to the session:
+        any other request, an ineligible call, a stateless-era request (its log messages belong on its own request
+        context, which only the session has), or a connection not initialized in the handshake era yet. The
+        connection's latest request context, without its request id, stands in for this request's: the relay needs
+        the session and the client's declared capabilities (both the connection's), and sends the server's requests
+        and log messages on the connection's own channel.
+        """
+        latest = self._last_ctx
+        if latest is None or not self._enabled or message.method != _TOOLS_CALL:
+            return None
+        if latest.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS or _stamped_version(message.params) is not None:
+            return None
+        plan = self._plan(message.params)
+        if plan is None:
+            return None
+        if self._standalone is None or self._standalone[0] is not latest:
+            # No request id: the relay then sends on the connection's own channel (a finished request's is closed).
+            self._standalone = (latest, dataclasses.replace(latest, request_id=None))
+        ctx = self._standalone[1]
+        server, params = plan
+        logger.debug("tools/call %s: fast path on the transport", params["name"])
+
+        async def answer() -> types.JSONRPCMessage:
+            try:
+                result = await self._relay(ctx, server, params)
+            except MCPError as exc:
+                return types.JSONRPCError(jsonrpc="2.0", id=message.id, error=exc.error)
+            except Exception:  # a transport task: one bad call must not end the connection
+                logger.exception("the tools/call fast path failed")
+                error = types.ErrorData(code=types.INTERNAL_ERROR, message="internal error in the hub")
+                return types.JSONRPCError(jsonrpc="2.0", id=message.id, error=error)
+            return types.JSONRPCResponse(jsonrpc="2.0", id=message.id, result=result)
+
+        return answer
+
+    def _plan(self, params: Mapping[str, Any] | None) -> tuple[str, dict[str, Any]] | None:
+        """The server and downstream params of an eligible call, else ``None`` (normal path)."""
+        if not params:
+            return None
+        name, arguments, meta = params.get("name"), params.get("arguments"), params.get("_meta")
+        if not isinstance(name, str) or not (arguments is None or isinstance(arguments, dict)):
+            return None
+        if meta is not None and (not isinstance(meta, dict) or meta.get("progressToken") is not None):
+            return None
+        if set(params) - {"name", "arguments", "_meta"}:
+            return None  # fields of a later revision: let the typed path decide
+        try:
+            target = self._hub.registry.resolve_tool(name)
+        except ToolNotFound:
+            return None
+        if target.server == MEMORY_SERVER:
+            return None
+        supervisor = self._hub.pool.get(target.server)
+        client = supervisor.client
+        if client is None or is_modern(client) or supervisor.raw_channel is None:
+            return None
+        body: dict[str, Any] = {"name": target.original}
+        if arguments is not None:
+            body["arguments"] = arguments
+        return target.server, body
+
+    async def _relay(self, ctx: ServerRequestContext[Any, Any], server: str, params: dict[str, Any]) -> dict[str, Any]:
+        hub = self._hub
+        hub.notifier.track(ctx.session, ctx.protocol_version)
+        meta = hub.relay.downstream_meta(ctx)
+        if meta:
+            params["_meta"] = dict(meta)
+        capabilities = hub.relay.upstream_capabilities(ctx)
+        arguments = params.get("arguments")
+
+        supervisor = hub.pool.get(server)
+
+        async def op(client: Client) -> dict[str, Any]:
+            channel = supervisor.raw_channel
+            if channel is None or is_modern(client):  # restarted (or into the stateless era) since the plan
+                with client_capabilities(capabilities):
+                    result = await client.call_tool(params["name"], arguments, meta=meta)
+                return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+            return await channel.request(_TOOLS_CALL, params)
+
+        try:
+            with hub.relay.calling(server, ctx):
+                raw: Any = await supervisor.request(op)
+        except BackendError as exc:
+            return _error_result(str(exc))
+        if not isinstance(raw, dict) or not isinstance(raw.get("content"), list):
+            logger.warning("%s answered tools/call with an invalid result", server)
+            return _error_result(f"server {server!r} answered with an invalid tools/call result")
+        self.fast_calls += 1
+        return _unstamped(raw)

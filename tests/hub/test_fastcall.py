@@ -1,0 +1,152 @@
+"""The raw ``tools/call`` fast path: same answers as a direct connection, and the relay still works through it.
+
+The downstream is a real subprocess in the handshake era (``protocol: legacy``); the client is a handshake-era
+SDK client on the hub's front server. Each test checks that the call really took the fast path (its counter).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import mcp_types as types
+import pytest
+from mcp import Client, StdioServerParameters
+
+from hanzo_hub.hub.core import Hub
+from hanzo_hub.hub.fastcall import RawToolCalls
+from hanzo_hub.hub.server import build_server
+from tests.conftest import FIXTURE, REPO, MakeSettings, inproc, stdio, text_of
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+CONFORMANCE = REPO / "tests" / "conformance" / "fixture_server.py"
+
+
+@asynccontextmanager
+async def hub_client(settings: Any, **kwargs: Any) -> AsyncIterator[tuple[Client, RawToolCalls]]:
+    async with Hub.open(settings) as hub:
+        server = build_server(hub)
+        fast = next(m for m in server.middleware if isinstance(m, RawToolCalls))
+        async with Client(server, mode="legacy", **kwargs) as client:
+            yield client, fast
+
+
+def _wire(result: types.CallToolResult) -> dict[str, Any]:
+    body = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    body.pop("_meta", None)
+    return body
+
+
+CALLS: list[tuple[str, dict[str, Any]]] = [
+    ("echo", {"text": "héllo, hub"}),
+    ("add", {"a": 2, "b": 40}),
+    ("image", {}),
+    ("audio", {}),
+    ("embedded", {}),
+    ("fail", {"reason": "as asked"}),
+    ("echo", {}),  # invalid arguments: the downstream's own error result comes back unchanged
+]
+
+
+async def test_fast_results_equal_direct_results(make_settings: MakeSettings) -> None:
+    settings = make_settings({"ds": stdio("ok", "ds", protocol="legacy"), "other": inproc("beta")})
+    direct_params = StdioServerParameters(command=sys.executable, args=["-m", FIXTURE, "ok", "ds"], cwd=str(REPO))
+    async with hub_client(settings) as (client, fast), Client(direct_params, mode="legacy") as direct:
+        await client.call_tool("ds__echo", {"text": "start"})  # the first call starts the server (normal path)
+        before = fast.fast_calls
+        for tool, arguments in CALLS:
+            through = await client.call_tool(f"ds__{tool}", arguments)
+            expected = await direct.call_tool(tool, arguments)
+            assert _wire(through) == _wire(expected), tool
+        assert fast.fast_calls == before + len(CALLS)
+
+
+async def test_stateless_clients_are_fast_unless_the_era_bridge_may_be_needed(make_settings: MakeSettings) -> None:
+    entry = {"command": sys.executable, "args": [str(CONFORMANCE), "--stdio"], "cwd": str(REPO), "protocol": "legacy"}
+    settings = make_settings({"fx": entry, "other": inproc("beta")})
+
+    async def sampling(ctx: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="Paris"), model="test-model"
+        )
+
+    async with Hub.open(settings) as hub:
+        server = build_server(hub)
+        fast = next(m for m in server.middleware if isinstance(m, RawToolCalls))
+        async with Client(server, mode="auto") as plain:
+            assert plain.protocol_version == "2026-07-28"
+            await plain.call_tool("fx__test_simple_text", {})
+            before = fast.fast_calls
+            result = await plain.call_tool("fx__test_simple_text", {})
+            assert fast.fast_calls == before + 1  # declares no sampling, elicitation or roots: nothing to bridge
+            assert result.result_type == "complete"
+            assert text_of(result) == "This is a simple text response for testing."
+        async with Client(server, mode="auto", sampling_callback=sampling) as sampler:
+            before = fast.fast_calls
+            sampled = await sampler.call_tool("fx__test_sampling", {"prompt": "Capital of France?"})
+            assert fast.fast_calls == before  # the era bridge turned the server's request into an input round
+        assert "Paris" in text_of(sampled)
+        async with Client(server, mode="legacy") as legacy:
+            with pytest.raises(Exception, match="nope"):
+                await legacy.call_tool("other__nope", {})
+
+
+async def test_progress_tokens_take_the_normal_path_and_progress_arrives(make_settings: MakeSettings) -> None:
+    entry = {"command": sys.executable, "args": [str(CONFORMANCE), "--stdio"], "cwd": str(REPO), "protocol": "legacy"}
+    settings = make_settings({"fx": entry, "other": inproc("beta")})
+    seen: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(progress)
+
+    async with hub_client(settings) as (client, fast):
+        await client.call_tool("fx__test_simple_text", {})
+        before = fast.fast_calls
+        await client.call_tool("fx__test_tool_with_progress", {}, progress_callback=on_progress)
+        assert fast.fast_calls == before
+    assert seen
+
+
+async def test_sampling_and_logs_during_a_fast_call_reach_this_client(make_settings: MakeSettings) -> None:
+    entry = {"command": sys.executable, "args": [str(CONFORMANCE), "--stdio"], "cwd": str(REPO), "protocol": "legacy"}
+    settings = make_settings({"fx": entry, "other": inproc("beta")})
+    prompts: list[str] = []
+    logs: list[Any] = []
+
+    async def sampling(ctx: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        content = params.messages[0].content
+        prompts.append(content.text if isinstance(content, types.TextContent) else "")
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="Paris"), model="test-model"
+        )
+
+    async def log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append(params.data)
+
+    async with hub_client(settings, sampling_callback=sampling, logging_callback=log) as (client, fast):
+        await client.call_tool("fx__test_simple_text", {})
+        before = fast.fast_calls
+        result = await client.call_tool("fx__test_sampling", {"prompt": "Capital of France?"})
+        await client.call_tool("fx__test_tool_with_logging", {})
+        assert fast.fast_calls == before + 2
+    assert prompts == ["Capital of France?"]
+    assert "Paris" in text_of(result)
+    assert logs
+
+
+async def test_a_crash_during_a_fast_call_is_an_error_result_and_the_server_restarts(
+    make_settings: MakeSettings,
+) -> None:
+    settings = make_settings({"ds": stdio("ok", "ds", protocol="legacy"), "other": inproc("beta")})
+    async with hub_client(settings) as (client, fast):
+        await client.call_tool("ds__echo", {"text": "start"})
+        before = fast.fast_calls
+        crashed = await client.call_tool("ds__crash", {})
+        assert crashed.is_error
+        assert "ds" in text_of(crashed)
+        assert fast.fast_calls == before  # an error result made by the hub, not a relayed one
+        again = await client.call_tool("ds__echo", {"text": "back"})
+        assert text_of(again) == "back"
