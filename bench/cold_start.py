@@ -11,8 +11,6 @@ Variants, each spawned fresh ``--runs`` times, interleaved, timed by the client 
 - ``fixture``: the bare MCP server ``python -m tests.fixtures.downstream``, the floor of interpreter + ``import mcp``;
 - ``hub-empty``: the hub with no servers (the hub's own imports and set-up);
 - ``hub-300``: the hub with the 300 snapshot servers (target: under 1.5 s);
-- ``hub-300+gc.freeze``: the same through ``bench/_gc_freeze.py``, a prototype of a proposed fix (freeze the heap
-  after the imports and after start-up, so the garbage collector stops re-scanning it);
 - ``hub-300/sdk-auto`` and ``fixture/sdk-auto``: the same through the SDK ``Client(mode="auto")`` (probe, fallback,
   and parsing the 3,000 tools on the client side), as a real client sees it.
 
@@ -428,14 +426,12 @@ def main() -> None:
         write_config(empty / "config.json", {})
         hub300 = [PYTHON, *hub_args(home / "config.json", home, "--log-level", "WARNING")]
         hub0 = [PYTHON, *hub_args(empty / "config.json", empty, "--log-level", "WARNING")]
-        frozen = [PYTHON, str(REPO / "bench" / "_gc_freeze.py"), *hub300[3:]]
         fixture = [PYTHON, *FIXTURE, "fx-cold"]
         variants: dict[str, Any] = {
             "python -c pass": lambda: start_exit([PYTHON, "-c", "pass"]),
             "fixture": lambda: start_raw(fixture, None),
             "hub-empty": lambda: start_raw(hub0, 0),
             "hub-300": lambda: start_raw(hub300, generated["tools"]),
-            "hub-300+gc.freeze": lambda: start_raw(frozen, generated["tools"]),
         }
         if not opts.quick:
             variants["fixture/sdk-auto"] = lambda: start_sdk(fixture, None)

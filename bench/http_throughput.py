@@ -3,10 +3,11 @@
 Servers (each a real subprocess, all running for the whole benchmark):
 
 - ``direct``: the fixture served over streamable HTTP by the SDK (``bench/_http_direct.py``): the baseline;
-- ``hub-stdio``: ``python -m hanzo_hub serve --http`` with the fixture as a stdio downstream;
-- ``hub-inproc``: the same hub with the fixture in-process (``"kind": "inproc"``), saving a process and a pipe hop;
-- ``hub-inproc+gc.freeze`` (default configuration only): ``hub-inproc`` through ``bench/_gc_freeze.py``, a prototype
-  of a proposed fix that calls ``gc.freeze()`` once the hub has started.
+- ``hub-stdio``: ``python -m hanzo_hub serve --http`` with the fixture as a stdio downstream in the handshake era
+  (``"protocol": "legacy"``, as every cataloged third-party server speaks it), so calls take the ``tools/call`` fast
+  path (``hanzo_hub.hub.fastcall``);
+- ``hub-inproc``: the same hub with the fixture in-process (``"kind": "inproc"``), saving a process and a pipe hop
+  (no fast path there: the typed relay).
 
 Each comes in three configurations: ``default``, ``json`` (``http.json_response=true``, for the hub through
 ``HANZO_HUB_HTTP__JSON_RESPONSE``) and ``stateless`` (``http.stateless=true``). Load comes from
@@ -64,12 +65,10 @@ TARGET_RATE = 500
 TARGET_P99_MS = 50.0
 KNOBS = ("default", "json", "stateless")
 KINDS = ("direct", "hub-stdio", "hub-inproc")
-FREEZE = "hub-inproc+gc.freeze"
-"""A prototype of a proposed fix (``bench/_gc_freeze.py``), run in the default configuration only."""
 
 
 def _kinds(knob: str) -> tuple[str, ...]:
-    return (*KINDS, FREEZE) if knob == "default" else KINDS
+    return KINDS
 
 
 @dataclass
@@ -96,13 +95,11 @@ def _start(kind: str, knob: str, tmp: Path, log: Any, profile: Path | None = Non
         home = tmp / f"{kind}-{knob}"
         home.mkdir()
         if kind == "hub-stdio":
-            entry = fixture_server(f"fx-{kind}-{knob}")
+            entry = {**fixture_server(f"fx-{kind}-{knob}"), "protocol": "legacy"}
         else:
             entry = {"kind": "inproc", "target": "tests.fixtures.downstream:build"}
         config = write_config(home / "config.json", {"fx": entry})
         argv = [PYTHON, *hub_args(config, home, "--http", "--port", str(port), "--log-level", "WARNING")]
-        if kind == FREEZE:
-            argv[1:3] = [str(REPO / "bench" / "_gc_freeze.py")]  # instead of "-m hanzo_hub"
         if knob == "json":
             env["HANZO_HUB_HTTP__JSON_RESPONSE"] = "true"
         elif knob == "stateless":
