@@ -27,7 +27,7 @@ READ = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=
 
 Algorithm = Literal["HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "ES256", "ES384", "PS256", "EdDSA"]
 Token = Annotated[str, Field(min_length=10, description="the JWT (header.payload.signature)")]
-Secret = Annotated[str | None, Field(description="the secret inline (prefer the *_env argument)")]
+Secret = Annotated[str, Field(description="the secret inline (prefer the *_env argument); '' = not given")]
 SecretEnv = Annotated[
     str | None, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description="environment variable holding the secret")
 ]
@@ -36,6 +36,7 @@ ClientAuth = Literal["basic", "body"]
 
 def secret(value: str | None, env: str | None, what: str, *, required: bool = True) -> str | None:
     """The secret given inline or read from the named environment variable."""
+    value = value or None
     if value is not None and env is not None:
         raise ToolError(f"give the {what} inline or as an environment variable name, not both")
     if env is not None:
@@ -115,7 +116,7 @@ def register(mcp: MCPServer) -> None:  # noqa: C901 - one nested function per to
     async def jwt_verify(
         token: Token,
         algorithms: Annotated[list[Algorithm], Field(min_length=1)],
-        key: Secret = None,
+        key: Secret = "",
         key_env: SecretEnv = None,
         audience: str | None = None,
         issuer: str | None = None,
@@ -139,7 +140,7 @@ def register(mcp: MCPServer) -> None:  # noqa: C901 - one nested function per to
     async def jwt_sign(
         claims: Annotated[dict[str, Any], Field(description="the payload claims")],
         algorithm: Algorithm = "HS256",
-        key: Secret = None,
+        key: Secret = "",
         key_env: SecretEnv = None,
         expires_in: Annotated[int | None, Field(ge=1, le=31_536_000, description="seconds until exp")] = None,
         headers: Annotated[dict[str, Any] | None, Field(description="extra JOSE header fields, e.g. kid")] = None,
@@ -165,7 +166,7 @@ def register(mcp: MCPServer) -> None:  # noqa: C901 - one nested function per to
     async def oauth2_client_credentials(
         token_url: Url,
         client_id: Annotated[str, Field(min_length=1)],
-        client_secret: Secret = None,
+        client_secret: Secret = "",
         client_secret_env: SecretEnv = None,
         scope: Annotated[str | None, Field(description="space-separated scopes")] = None,
         audience: str | None = None,
@@ -188,9 +189,9 @@ def register(mcp: MCPServer) -> None:  # noqa: C901 - one nested function per to
     async def oauth2_refresh(
         token_url: Url,
         client_id: Annotated[str, Field(min_length=1)],
-        refresh_token: Secret = None,
+        refresh_token: Secret = "",
         refresh_token_env: SecretEnv = None,
-        client_secret: Secret = None,
+        client_secret: Secret = "",
         client_secret_env: SecretEnv = None,
         scope: str | None = None,
         client_auth: ClientAuth = "basic",
@@ -212,7 +213,7 @@ def register(mcp: MCPServer) -> None:  # noqa: C901 - one nested function per to
         introspection_url: Url,
         token: Annotated[str, Field(min_length=1)],
         client_id: Annotated[str, Field(min_length=1)],
-        client_secret: Secret = None,
+        client_secret: Secret = "",
         client_secret_env: SecretEnv = None,
         token_type_hint: Literal["access_token", "refresh_token"] | None = None,
         timeout: TimeoutArg = DEFAULT_TIMEOUT,

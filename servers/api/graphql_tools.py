@@ -75,11 +75,18 @@ def _describe_field(name: str, field: graphql.GraphQLField | graphql.GraphQLInpu
     out: dict[str, Any] = {"name": name, "type": str(field.type), "description": field.description}
     if isinstance(field, graphql.GraphQLField):
         out["args"] = [
-            {"name": a, "type": str(arg.type), "default": None if arg.default_value is graphql.Undefined
-             else arg.default_value} for a, arg in field.args.items()
+            {"name": a, "type": str(arg.type), "default": _default(arg)} for a, arg in field.args.items()
         ]  # fmt: skip
         out["deprecated"] = field.deprecation_reason
     return out
+
+
+def _default(arg: graphql.GraphQLArgument) -> str | None:
+    """An argument's default as GraphQL literal text (``10``, ``"world"``), or None."""
+    if arg.default_value is not graphql.Undefined:
+        return graphql.print_ast(ast) if (ast := graphql.ast_from_value(arg.default_value, arg.type)) else None
+    literal = getattr(getattr(arg, "default", None), "literal", None)
+    return graphql.print_ast(literal) if isinstance(literal, graphql.Node) else None
 
 
 def _selection(type_: graphql.GraphQLOutputType, depth: int, indent: str) -> str:

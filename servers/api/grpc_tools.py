@@ -192,7 +192,7 @@ def register(mcp: MCPServer) -> None:  # noqa: C901 - one nested function per to
         tls: Tls = False,
     ) -> CallToolResult:
         def work() -> dict[str, Any]:
-            with gc.channel(target, tls) as chan:
+            with gc.channel(target, tls, min(gc.CONNECT_TIMEOUT, timeout)) as chan:
                 stub = health_pb2_grpc.HealthStub(chan)
                 try:
                     reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout)

@@ -144,7 +144,7 @@ def register(mcp: MCPServer) -> None:  # noqa: C901 - one nested function per to
     async def http_post(
         url: Url,
         json: JsonBody = None,
-        body: TextBody = None,
+        body: TextBody = "",
         headers: Headers = None,
         params: Query = None,
         timeout: TimeoutArg = DEFAULT_TIMEOUT,
@@ -164,7 +164,7 @@ def register(mcp: MCPServer) -> None:  # noqa: C901 - one nested function per to
     async def http_put(
         url: Url,
         json: JsonBody = None,
-        body: TextBody = None,
+        body: TextBody = "",
         headers: Headers = None,
         params: Query = None,
         timeout: TimeoutArg = DEFAULT_TIMEOUT,
@@ -211,7 +211,7 @@ def register(mcp: MCPServer) -> None:  # noqa: C901 - one nested function per to
         method: Method,
         url: Url,
         json: JsonBody = None,
-        body: TextBody = None,
+        body: TextBody = "",
         form: Annotated[dict[str, str] | None, Field(description="fields sent form-urlencoded")] = None,
         headers: Headers = None,
         params: Query = None,
@@ -220,7 +220,7 @@ def register(mcp: MCPServer) -> None:  # noqa: C901 - one nested function per to
         max_bytes: MaxBytes = DEFAULT_MAX_BYTES,
         follow_redirects: bool = True,
     ) -> CallToolResult:
-        if form is not None and (json is not None or body is not None):
+        if form is not None and (json is not None or body):
             raise ToolError("give one of json, body or form")
         extra = {"data": form} if form is not None else {}
         fetched = await _send(

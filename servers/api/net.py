@@ -35,7 +35,9 @@ MaxBytes = Annotated[
     int, Field(ge=1, le=HARD_MAX_BYTES, description="response bytes kept; the rest is dropped (truncated=true)")
 ]
 JsonBody = Annotated[Any, Field(description="a JSON value sent as the body (Content-Type: application/json)")]
-TextBody = Annotated[str | None, Field(description="a raw text body (use instead of json for non-JSON payloads)")]
+TextBody = Annotated[str, Field(description="a raw text body, sent as is (instead of json); '' = none")]
+# Text arguments are typed plain ``str`` (empty = not given): the SDK JSON-decodes string values of any other
+# annotation, which would turn a JSON text body into an object.
 
 
 @contextlib.contextmanager
@@ -156,6 +158,7 @@ def request_kwargs(
     text_body: str | None = None,
 ) -> dict[str, Any]:
     """httpx2 keyword arguments for the common request options; json and text bodies exclude each other."""
+    text_body = text_body or None
     if json_body is not None and text_body is not None:
         raise ToolError("give either json or body, not both")
     kwargs: dict[str, Any] = {}

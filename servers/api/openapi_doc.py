@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 import referencing.exceptions
 from openapi_core import OpenAPI
@@ -154,7 +154,9 @@ def _explain(error: BaseException) -> dict[str, Any]:
 def mock_request(
     host_url: str, method: str, path: str, query: dict[str, Any] | None, headers: dict[str, str] | None, body: Any
 ) -> MockRequest:
-    """A request object openapi-core can check (the body as JSON bytes)."""
+    """A request object openapi-core can check (the body as JSON bytes); ``host_url`` may carry a base path."""
+    parts = urlsplit(host_url)
+    host_url, path = f"{parts.scheme}://{parts.netloc}", parts.path.rstrip("/") + path
     data = None if body is None else (body.encode() if isinstance(body, str) else json.dumps(body).encode())
     return MockRequest(
         host_url, method.lower(), path, args={k: str(v) for k, v in (query or {}).items()},

@@ -148,10 +148,8 @@ def _receiver(receiver_id: str) -> Receiver:
     return found
 
 
-def _body_bytes(body: str | None, receiver_id: str | None, index: int) -> tuple[bytes, dict[str, str]]:
+def _body_bytes(body: str, receiver_id: str | None, index: int) -> tuple[bytes, dict[str, str]]:
     if receiver_id is None:
-        if body is None:
-            raise ToolError("give the body (and headers), or receiver_id and index of a captured request")
         return body.encode(), {}
     captured = list(_receiver(receiver_id).captured)
     if not -len(captured) <= index < len(captured):
@@ -170,7 +168,7 @@ def register(mcp: MCPServer) -> None:
     )  # fmt: skip
     async def webhook_sign(
         body: Annotated[str, Field(description="the exact request body")],
-        secret_value: Secret = None,
+        secret_value: Secret = "",
         secret_env: SecretEnv = None,
         scheme: Scheme = "github",
         digest: Digest = "sha256",
@@ -188,11 +186,11 @@ def register(mcp: MCPServer) -> None:
         "seconds (replay protection). " + SCHEME_DOC + " Returns valid and the reason.",
     )  # fmt: skip
     async def webhook_verify(
-        body: Annotated[str | None, Field(description="the exact request body")] = None,
+        body: Annotated[str, Field(description="the exact request body (unless receiver_id is given)")] = "",
         headers: Annotated[dict[str, str] | None, Field(description="the request headers")] = None,
         receiver_id: Annotated[str | None, Field(description="verify a captured request instead")] = None,
         index: Annotated[int, Field(description="which captured request; -1 = latest")] = -1,
-        secret_value: Secret = None,
+        secret_value: Secret = "",
         secret_env: SecretEnv = None,
         scheme: Scheme = "github",
         digest: Digest = "sha256",
