@@ -173,13 +173,13 @@ def register(mcp: MCPServer) -> None:  # noqa: C901 - one nested function per to
         client_auth: ClientAuth = "basic",
         timeout: TimeoutArg = DEFAULT_TIMEOUT,
     ) -> CallToolResult:
-        client_secret = secret(client_secret, client_secret_env, "client secret")
+        resolved = secret(client_secret, client_secret_env, "client secret")
         form = {"grant_type": "client_credentials"}
         if scope:
             form["scope"] = scope
         if audience:
             form["audience"] = audience
-        return _token_result(await _token_request(token_url, form, client_id, client_secret, client_auth, timeout))
+        return _token_result(await _token_request(token_url, form, client_id, resolved, client_auth, timeout))
 
     @mcp.tool(
         annotations=TOKEN,
@@ -198,11 +198,11 @@ def register(mcp: MCPServer) -> None:  # noqa: C901 - one nested function per to
         timeout: TimeoutArg = DEFAULT_TIMEOUT,
     ) -> CallToolResult:
         refresh = secret(refresh_token, refresh_token_env, "refresh token")
-        client_secret = secret(client_secret, client_secret_env, "client secret", required=False)
+        resolved = secret(client_secret, client_secret_env, "client secret", required=False)
         form = {"grant_type": "refresh_token", "refresh_token": refresh or ""}
         if scope:
             form["scope"] = scope
-        return _token_result(await _token_request(token_url, form, client_id, client_secret, client_auth, timeout))
+        return _token_result(await _token_request(token_url, form, client_id, resolved, client_auth, timeout))
 
     @mcp.tool(
         annotations=READ,
@@ -218,9 +218,9 @@ def register(mcp: MCPServer) -> None:  # noqa: C901 - one nested function per to
         token_type_hint: Literal["access_token", "refresh_token"] | None = None,
         timeout: TimeoutArg = DEFAULT_TIMEOUT,
     ) -> CallToolResult:
-        client_secret = secret(client_secret, client_secret_env, "client secret")
+        resolved = secret(client_secret, client_secret_env, "client secret")
         form = {"token": token, **({"token_type_hint": token_type_hint} if token_type_hint else {})}
-        body = await _token_request(introspection_url, form, client_id, client_secret, "basic", timeout)
+        body = await _token_request(introspection_url, form, client_id, resolved, "basic", timeout)
         if "active" not in body:
             raise ToolError(f"{introspection_url} did not answer an introspection response (no 'active')")
         return json_result({**body, **_claims_view(body)})

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -15,11 +14,14 @@ from typing import Any
 
 import graphql
 import jwt
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
+
+from tests.servers.loopback import serve_http
+
+__all__ = ["CLIENT_ID", "CLIENT_SECRET", "SPEC", "TOKEN_KEY", "Store", "build_app", "serve_grpc", "serve_http"]
 
 TOKEN_KEY = "test-token-signing-key-0123456789abcdef"
 CLIENT_ID, CLIENT_SECRET = "cli", "s3cret"
@@ -221,28 +223,6 @@ def build_app(store: Store) -> Starlette:
         Route("/oauth/introspect", introspect, methods=["POST"]),
         Route("/plain", lambda _r: PlainTextResponse("plain text")),
     ])  # fmt: skip
-
-
-@contextlib.contextmanager
-def serve_http(app: Any) -> Iterator[str]:
-    """Serve ``app`` with uvicorn on a free loopback port in a thread; yields the base URL."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
 
 
 # --- gRPC -------------------------------------------------------------------------------------------------------

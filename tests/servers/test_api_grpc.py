@@ -34,7 +34,8 @@ async def test_grpc_lists_and_describes_services_by_reflection(client: Client, t
     listed = ok(await call(client, "grpc_list_services", target=target))
     rows = {r[0]: r for r in listed["rows"]}
     assert {"demo.Greeter", "grpc.health.v1.Health"} <= set(rows)
-    assert rows["demo.Greeter"][1] == 4 and "Double (bidi-stream)" in rows["demo.Greeter"][2]
+    assert rows["demo.Greeter"][1] == 4
+    assert "Double (bidi-stream)" in rows["demo.Greeter"][2]
     service = ok(await call(client, "grpc_describe", target=target, symbol="demo.Greeter"))
     shapes = {m["name"]: m["shape"] for m in service["methods"]}
     assert shapes == {"demo.Greeter/SayHello": "unary", "demo.Greeter/Count": "server-stream",
@@ -43,7 +44,9 @@ async def test_grpc_lists_and_describes_services_by_reflection(client: Client, t
     assert [(f["name"], f["type"], f["number"]) for f in message["fields"]] == [("sum", "int64", 1),
                                                                                  ("count", "int32", 2)]  # fmt: skip
     method = ok(await call(client, "grpc_describe", target=target, symbol="demo.Greeter/Sum"))
-    assert method["input"] == "demo.Number" and method["clientStreaming"] and not method["serverStreaming"]
+    assert method["input"] == "demo.Number"
+    assert method["clientStreaming"]
+    assert not method["serverStreaming"]
     template = ok(await call(client, "grpc_request_template", target=target, symbol="demo.Greeter/SayHello"))
     assert template == {"message": "demo.HelloRequest", "template": {"name": "", "times": 0}}
     assert "no service, method, message or enum" in err(await call(client, "grpc_describe", target=target,
@@ -53,16 +56,20 @@ async def test_grpc_lists_and_describes_services_by_reflection(client: Client, t
 async def test_grpc_calls_of_all_four_shapes(client: Client, target: str) -> None:
     unary = ok(await call(client, "grpc_call", target=target, method="demo.Greeter/SayHello",
                           request={"name": "ada"}, metadata={"X-Trace": "1"}))  # fmt: skip
-    assert unary["response"] == {"message": "hello ada"} and unary["initialMetadata"]["x-served-by"] == "test"
+    assert unary["response"] == {"message": "hello ada"}
+    assert unary["initialMetadata"]["x-served-by"] == "test"
     streamed = ok(await call(client, "grpc_server_stream", target=target, method="demo.Greeter/Count",
                              request={"name": "n", "times": 4}))  # fmt: skip
-    assert [m["message"] for m in streamed["messages"]] == ["n 0", "n 1", "n 2", "n 3"] and streamed["complete"]
+    assert [m["message"] for m in streamed["messages"]] == ["n 0", "n 1", "n 2", "n 3"]
+    assert streamed["complete"]
     capped = ok(await call(client, "grpc_server_stream", target=target, method="demo.Greeter/Count",
                            request={"name": "n", "times": 50}, max_messages=5))  # fmt: skip
-    assert capped["count"] == 5 and not capped["complete"]
+    assert capped["count"] == 5
+    assert not capped["complete"]
     summed = ok(await call(client, "grpc_client_stream", target=target, method="demo.Greeter/Sum",
                            requests=[{"value": 3}, {"value": "4"}, {"value": 5}]))  # fmt: skip
-    assert summed["response"] == {"sum": "12", "count": 3} and summed["sent"] == 3
+    assert summed["response"] == {"sum": "12", "count": 3}
+    assert summed["sent"] == 3
     doubled = ok(await call(client, "grpc_bidi_stream", target=target, method="demo.Greeter/Double",
                             requests=[{"value": 1}, {"value": 21}]))  # fmt: skip
     assert [m["value"] for m in doubled["messages"]] == ["2", "42"]
@@ -78,7 +85,8 @@ async def test_grpc_health_reports_serving_states(client: Client, target: str) -
 async def test_grpc_bad_calls_are_clear_errors(client: Client, target: str) -> None:
     aborted = err(await call(client, "grpc_call", target=target, method="demo.Greeter/SayHello",
                              request={"name": "fail"}))  # fmt: skip
-    assert "INVALID_ARGUMENT" in aborted and "must not be fail" in aborted
+    assert "INVALID_ARGUMENT" in aborted
+    assert "must not be fail" in aborted
     wrong_shape = err(await call(client, "grpc_call", target=target, method="demo.Greeter/Count", request={}))
     assert "server-stream method" in wrong_shape
     bad_field = err(await call(client, "grpc_call", target=target, method="demo.Greeter/SayHello",
