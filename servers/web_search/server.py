@@ -258,6 +258,8 @@ def build(directory: Path) -> MCPServer:  # noqa: C901 - one nested function per
                 entries += listed["urls"]
                 sitemaps += listed["sitemaps"]
                 errors += listed["errors"]
+        if not entries and errors:
+            raise ToolError(f"no sitemap could be read: {errors}")
         return table_result(["loc", "lastmod", "changefreq", "priority"],
                             [[e["loc"], e["lastmod"], e["changefreq"], e["priority"]] for e in entries],
                             sitemaps=sitemaps, errors=errors)  # fmt: skip
