@@ -315,7 +315,8 @@ def serve_grpc() -> Iterator[str]:
     """A grpc.aio server (Greeter of four method shapes, reflection, health) on its own loop thread."""
     loop = asyncio.new_event_loop()
     stop = asyncio.Event()
-    ready, port_box = threading.Event(), []
+    ready = threading.Event()
+    port_box: list[int] = []
 
     def runner() -> None:
         asyncio.set_event_loop(loop)

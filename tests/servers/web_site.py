@@ -24,7 +24,8 @@ PAGES = {
         <h1>Widget documentation</h1><p>Welcome to the widget manual. Start with the guides below.</p>
         <ul><li><a href="install.html">Install</a></li><li><a href="usage.html#top">Usage</a></li>
         <li><a href="private/secret.html">Secret</a></li><li><a href="deep/1.html">Deep</a></li>
-        <li><a href="http://other.invalid/elsewhere">Elsewhere</a></li><li><a href="mailto:a@b.c">Mail</a></li></ul>"""),
+        <li><a href="http://other.invalid/elsewhere">Elsewhere</a></li>
+        <li><a href="mailto:a@b.c">Mail</a></li></ul>"""),
     "/docs/install.html": page("Installing the widget", """
         <h1>Install</h1><p>Installing the widget takes one command with pip. The installer checks your
         platform and downloads nothing else.</p><h2>Requirements</h2>
@@ -64,8 +65,9 @@ def build_site() -> Starlette:
 
     async def sitemap_docs(request: Request) -> Response:
         base = str(request.base_url).rstrip("/")
-        urls = "".join(f"<url><loc>{base}{p}</loc><lastmod>2026-11-0{i + 1}</lastmod><priority>0.{i + 5}</priority>"
-                       "</url>" for i, p in enumerate(["/docs/", "/docs/install.html", "/docs/usage.html"]))  # fmt: skip
+        paths = ["/docs/", "/docs/install.html", "/docs/usage.html"]
+        urls = "".join(f"<url><loc>{base}{p}</loc><lastmod>2026-11-0{i + 1}</lastmod>"
+                       f"<priority>0.{i + 5}</priority></url>" for i, p in enumerate(paths))  # fmt: skip
         xml = f'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}</urlset>'
         return Response(xml, media_type="application/xml")
 
@@ -81,5 +83,6 @@ def build_site() -> Starlette:
     return Starlette(routes=[
         Route("/robots.txt", robots), Route("/sitemap.xml", sitemap_index), Route("/sitemap-docs.xml", sitemap_docs),
         Route("/sitemap-blog.xml.gz", sitemap_blog), Route("/docs/data.json", data),
-        Route("/broken.xml", lambda _r: Response("<urlset><url>no end", media_type="application/xml")), Route("/{path:path}", html),
+        Route("/broken.xml", lambda _r: Response("<urlset><url>no end", media_type="application/xml")),
+        Route("/{path:path}", html),
     ])  # fmt: skip
