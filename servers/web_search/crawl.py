@@ -189,11 +189,16 @@ async def crawl(
         except ToolError as exc:
             report.errors.append({"url": url, "error": str(exc)})
             continue
+        final = extract.normalize(page.url)
+        if final != url and (not final.startswith(limits.prefix) or final in seen):
+            report.skip("redirected outside prefix" if not final.startswith(limits.prefix) else "redirect seen", url)
+            continue
+        seen.add(final)
         if page.status >= 400 or not page.is_html:
             report.skip(f"status {page.status}" if page.status >= 400 else "not html", url)
             continue
         found = await on_page(page, page.text())
-        report.indexed.append(url)
+        report.indexed.append(final)
         _enqueue(found, depth, limits, seen, queue, report)
         delay = max(limits.delay, min((rules.delay() if rules else None) or 0.0, MAX_CRAWL_DELAY))
         if delay and queue:

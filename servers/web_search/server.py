@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 import anyio
@@ -25,6 +26,7 @@ from servers.web_search.fetch import Page, get_ok, session
 from servers.web_search.store import IndexStore
 
 DIR_ENV = "HANZO_WEB_SEARCH_DIR"
+T = TypeVar("T")
 READ_WEB = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=True)
 INDEXING = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=True)
 READ_INDEX = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
@@ -55,6 +57,11 @@ async def html_of(url: str, html: str) -> tuple[str, str]:
     return page.text(), page.url
 
 
+async def off_loop(fn: Callable[..., T], *args: Any) -> T:
+    """Parse HTML in a worker thread (a large page takes long enough to stall other calls)."""
+    return await anyio.to_thread.run_sync(fn, *args)
+
+
 def page_record(page: Page, html: str) -> tuple[dict[str, Any], list[str]]:
     """The stored fields of a fetched page and its links."""
     meta = extract.metadata(html, page.url)
@@ -76,7 +83,7 @@ def build(directory: Path) -> MCPServer:  # noqa: C901 - one nested function per
     )
 
     async def index_page(page: Page, html: str) -> list[str]:
-        record, found = page_record(page, html)
+        record, found = await anyio.to_thread.run_sync(page_record, page, html)
         await anyio.to_thread.run_sync(store.upsert, record)
         return found
 
@@ -96,6 +103,8 @@ def build(directory: Path) -> MCPServer:  # noqa: C901 - one nested function per
         delay_seconds: Annotated[float, Field(ge=0, le=10, description="pause between requests")] = 0.0,
         max_seconds: Annotated[float, Field(gt=0, le=600, description="time budget of the crawl")] = 120.0,
     ) -> CallToolResult:
+        if not urlsplit(start_url).path:
+            start_url += "/"
         if not prefix:
             path = urlsplit(start_url).path
             prefix = start_url[: len(start_url) - len(path)] + (path[: path.rfind("/") + 1] or "/")
@@ -125,7 +134,7 @@ def build(directory: Path) -> MCPServer:  # noqa: C901 - one nested function per
             page = await get_ok(http, url)
         if not page.is_html:
             raise ToolError(f"{url} is {page.content_type or 'not HTML'}; only HTML pages are indexed")
-        record, _ = page_record(page, page.text())
+        record, _ = await anyio.to_thread.run_sync(page_record, page, page.text())
         await anyio.to_thread.run_sync(store.upsert, record)
         stored = await anyio.to_thread.run_sync(store.get, record["url"])
         assert stored is not None
@@ -162,7 +171,7 @@ def build(directory: Path) -> MCPServer:  # noqa: C901 - one nested function per
         if stored is None:
             raise ToolError(f"{url} is not in the index; add it with web_index_url or web_crawl")
         body = (stored["text"] if format == "text" else stored["html"] if format == "html"
-                else extract.to_markdown(stored["html"]))  # fmt: skip
+                else await anyio.to_thread.run_sync(extract.to_markdown, stored["html"]))  # fmt: skip
         return json_result(
             {
                 "url": stored["url"],
@@ -218,7 +227,7 @@ def build(directory: Path) -> MCPServer:  # noqa: C901 - one nested function per
     )
     async def web_extract_links(url: OptUrl = "", html: Html = "", internal_only: bool = False) -> CallToolResult:
         text, base = await html_of(url, html)
-        found = [link for link in extract.links(text, base) if link["internal"] or not internal_only]
+        found = [link for link in await off_loop(extract.links, text, base) if link["internal"] or not internal_only]
         return table_result(["url", "text", "rel", "internal"],
                             [[x["url"], x["text"], x["rel"], x["internal"]] for x in found])  # fmt: skip
 
@@ -271,7 +280,7 @@ def build(directory: Path) -> MCPServer:  # noqa: C901 - one nested function per
     )
     async def web_page_metadata(url: OptUrl = "", html: Html = "") -> CallToolResult:
         text, base = await html_of(url, html)
-        return json_result({"url": base, **extract.metadata(text, base)})
+        return json_result({"url": base, **await off_loop(extract.metadata, text, base)})
 
     @mcp.tool(
         annotations=READ_WEB,
@@ -282,7 +291,7 @@ def build(directory: Path) -> MCPServer:  # noqa: C901 - one nested function per
         url: OptUrl = "", html: Html = "", max_tables: Annotated[int, Field(ge=1, le=200)] = 20
     ) -> CallToolResult:
         text, _ = await html_of(url, html)
-        found = extract.tables(text)
+        found = await off_loop(extract.tables, text)
         return json_result({"tables": found[:max_tables], "count": len(found)})
 
     @mcp.tool(
@@ -295,7 +304,7 @@ def build(directory: Path) -> MCPServer:  # noqa: C901 - one nested function per
         max_chars: Annotated[int, Field(ge=100, le=2_000_000)] = 100_000,
     ) -> CallToolResult:  # fmt: skip
         text, base = await html_of(url, html)
-        markdown = extract.to_markdown(text, main_only=main_only)
+        markdown = await off_loop(lambda: extract.to_markdown(text, main_only=main_only))
         return json_result({"url": base, "markdown": markdown[:max_chars], "truncated": len(markdown) > max_chars},
                            text=markdown[:max_chars])  # fmt: skip
 

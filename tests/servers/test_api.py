@@ -98,6 +98,16 @@ async def test_http_download_and_upload_a_file(client: Client, base: str, tmp_pa
     assert "no file" in err(await call(client, "http_upload", url=f"{base}/upload", path=str(tmp_path / "nope")))
 
 
+async def test_http_download_defaults_to_the_data_folder(
+    client: Client, base: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HANZO_API_DATA_DIR", str(tmp_path / "data"))
+    got = ok(await call(client, "http_download", url=f"{base}/files/blob.bin?v=1"))
+    assert got["path"] == str(tmp_path / "data" / "downloads" / "blob.bin")
+    assert got["contentType"] == "application/octet-stream"
+    assert (tmp_path / "data" / "downloads" / "blob.bin").stat().st_size == 10240
+
+
 async def test_http_paginate_follows_links_pages_and_cursors(client: Client, base: str) -> None:
     linked = ok(await call(client, "http_paginate", url=f"{base}/api/items", strategy="link", items_path="[*].id"))
     assert linked["items"] == [1, 2, 3, 4, 5, 6, 7]

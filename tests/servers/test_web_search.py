@@ -41,6 +41,7 @@ async def test_crawl_stays_in_prefix_honours_robots_and_depth(client: Client, si
     assert f"{site}/blog/post.html" in report["skipped"]["outside prefix"]
     assert "http://other.invalid/elsewhere" in report["skipped"]["outside prefix"]
     assert report["skipped"]["depth limit"] == [f"{site}/docs/deep/3.html"]
+    assert report["skipped"]["redirected outside prefix"] == [f"{site}/docs/old.html"]
     stats = ok(await call(client, "web_index_stats"))
     assert stats["pages"] == 5
     assert stats["bytes"] > 0
@@ -56,6 +57,9 @@ async def test_crawl_seeded_from_the_sitemap(client: Client, site: str) -> None:
     assert set(report["indexed"]) == {f"{site}/docs/", f"{site}/docs/install.html", f"{site}/docs/usage.html"}
     assert "outside" in err(await call(client, "web_crawl", start_url=f"{site}/blog/post.html",
                                        prefix=f"{site}/docs/"))  # fmt: skip
+    bare = ok(await call(client, "web_crawl", start_url=site, max_depth=0))
+    assert bare["prefix"] == f"{site}/"
+    assert bare["skipped"]["status 404"] == [f"{site}/"]
 
 
 async def test_search_ranks_with_bm25_and_reads_cached_pages(client: Client, site: str) -> None:

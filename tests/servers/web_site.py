@@ -7,7 +7,7 @@ import gzip
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 CHROME = '<nav><a href="/docs/">Docs home</a> <a href="/blog/post.html">Blog</a></nav>'
@@ -25,7 +25,7 @@ PAGES = {
         <ul><li><a href="install.html">Install</a></li><li><a href="usage.html#top">Usage</a></li>
         <li><a href="private/secret.html">Secret</a></li><li><a href="deep/1.html">Deep</a></li>
         <li><a href="http://other.invalid/elsewhere">Elsewhere</a></li>
-        <li><a href="mailto:a@b.c">Mail</a></li></ul>"""),
+        <li><a href="mailto:a@b.c">Mail</a></li><li><a href="old.html">Old</a></li></ul>"""),
     "/docs/install.html": page("Installing the widget", """
         <h1>Install</h1><p>Installing the widget takes one command with pip. The installer checks your
         platform and downloads nothing else.</p><h2>Requirements</h2>
@@ -84,5 +84,6 @@ def build_site() -> Starlette:
         Route("/robots.txt", robots), Route("/sitemap.xml", sitemap_index), Route("/sitemap-docs.xml", sitemap_docs),
         Route("/sitemap-blog.xml.gz", sitemap_blog), Route("/docs/data.json", data),
         Route("/broken.xml", lambda _r: Response("<urlset><url>no end", media_type="application/xml")),
+        Route("/docs/old.html", lambda _r: RedirectResponse("/blog/post.html")),
         Route("/{path:path}", html),
     ])  # fmt: skip
