@@ -199,6 +199,8 @@ def register(mcp: MCPServer) -> None:  # noqa: C901 - one nested function per to
                 except grpc.RpcError as exc:
                     if exc.code() == grpc.StatusCode.NOT_FOUND:
                         return {"service": service, "status": "SERVICE_UNKNOWN"}
+                    if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+                        raise ToolError(f"{target} does not implement grpc.health.v1.Health") from exc
                     raise
                 return {"service": service, "status": health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)}
 
