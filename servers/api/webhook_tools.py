@@ -4,6 +4,7 @@ records the webhooks a service sends (to inspect them or verify their signatures
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
 import itertools
@@ -55,10 +56,20 @@ def sign(body: bytes, key: str, scheme: str, digest: str, timestamp: int, msg_id
     if scheme == "slack":
         hex_mac = _mac(raw, f"v0:{timestamp}:".encode() + body, digest).hex()
         return {"X-Slack-Signature": f"v0={hex_mac}", "X-Slack-Request-Timestamp": str(timestamp)}
-    secret_bytes: bytes = base64.b64decode(key.removeprefix("whsec_")) if key.startswith("whsec_") else raw
+    try:
+        secret_bytes = base64.b64decode(key.removeprefix("whsec_"), validate=True) if key.startswith("whsec_") else raw
+    except binascii.Error as exc:
+        raise ToolError("a whsec_ secret must be base64 after the prefix") from exc
     std_mac = _mac(secret_bytes, f"{msg_id}.{timestamp}.".encode() + body, digest)
     return {"webhook-id": msg_id, "webhook-timestamp": str(timestamp),
             "webhook-signature": "v1," + base64.b64encode(std_mac).decode()}  # fmt: skip
+
+
+def _int(value: str) -> int:
+    try:
+        return int(value or 0)
+    except ValueError as exc:
+        raise ToolError(f"the signature timestamp {value!r} is not a unix time") from exc
 
 
 def verify(
@@ -73,13 +84,13 @@ def verify(
         given = [h.get("x-hub-signature-256" if digest == "sha256" else "x-hub-signature", "")]
     elif scheme == "stripe":
         parts = [p.split("=", 1) for p in h.get("stripe-signature", "").split(",") if "=" in p]
-        timestamp = int(next((v for k, v in parts if k == "t"), "0") or 0)
+        timestamp = _int(next((v for k, v in parts if k == "t"), "0"))
         given = [f"t={timestamp},v1={v}" for k, v in parts if k == "v1"]
     elif scheme == "slack":
-        timestamp = int(h.get("x-slack-request-timestamp", "0") or 0)
+        timestamp = _int(h.get("x-slack-request-timestamp", "0"))
         given = [h.get("x-slack-signature", "")]
     else:
-        timestamp, msg_id = int(h.get("webhook-timestamp", "0") or 0), h.get("webhook-id", "")
+        timestamp, msg_id = _int(h.get("webhook-timestamp", "0")), h.get("webhook-id", "")
         given = h.get("webhook-signature", "").split()
     if not any(given):
         return False, f"no {scheme} signature header among {sorted(h)}"

@@ -393,6 +393,18 @@ async def test_webhook_capture_sign_and_verify(client: Client) -> None:
                                scheme="stripe"))  # fmt: skip
         assert not replay["valid"]
         assert "tolerance" in replay["reason"]
+        assert "must be base64" in err(await call(client, "webhook_sign", body=body, secret_value="whsec_***",
+                                                  scheme="standard"))  # fmt: skip
+        assert "not a unix time" in err(
+            await call(
+                client,
+                "webhook_verify",
+                body=body,
+                secret_value="k",
+                scheme="slack",
+                headers={"X-Slack-Signature": "v0=00", "X-Slack-Request-Timestamp": "soon"},
+            )
+        )
         cleared = ok(await call(client, "webhook_requests", receiver_id=receiver, clear=True))
         assert cleared["count"] == 1
         assert ok(await call(client, "webhook_requests", receiver_id=receiver))["count"] == 0
