@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from mcp.server import MCPServer
 from mcp_types import CallToolResult
 from pydantic import Field
 
 from servers._common import ToolError, json_result, table_result
 from servers._hints import CREATES, READ_ONLY, REPLACES
 from servers._roots import AllowedRoots
+from servers._toolset import Toolset, tool
 from servers.data.store import FrameName, FrameStore, NewFrameName, check_columns, frame_table, records
 
 if TYPE_CHECKING:
@@ -60,10 +60,14 @@ def read_file(path: Path, fmt: FileFormat, *, sep: str | None, sheet: str | None
     return frame.head(nrows) if nrows else frame
 
 
-def register(mcp: MCPServer, store: FrameStore, roots: AllowedRoots) -> None:
-    """Add the frame tools to ``mcp``."""
+class FrameTools(Toolset):
+    """Loading, saving and inspecting named frames."""
 
-    @mcp.tool(
+    def __init__(self, store: FrameStore, roots: AllowedRoots) -> None:
+        self.store = store
+        self.roots = roots
+
+    @tool(
         name="df_load",
         description=(
             "Load a CSV/TSV, Parquet, JSON, JSON Lines or Excel file into a named in-memory frame (format from the "
@@ -73,6 +77,7 @@ def register(mcp: MCPServer, store: FrameStore, roots: AllowedRoots) -> None:
         annotations=CREATES,
     )
     def df_load(
+        self,
         path: Annotated[str, Field(description="file inside the allowed roots")],
         name: NewFrameName,
         format: Annotated[FileFormat | None, Field(description="default: from the extension")] = None,
@@ -80,27 +85,27 @@ def register(mcp: MCPServer, store: FrameStore, roots: AllowedRoots) -> None:
         sheet: Annotated[str | None, Field(description="Excel sheet name (default: first)")] = None,
         nrows: Annotated[int | None, Field(ge=1, description="read at most this many rows")] = None,
     ) -> CallToolResult:
-        real = roots.existing_file(path)
+        real = self.roots.existing_file(path)
         frame = read_file(real, _format(real, format), sep=sep, sheet=sheet, nrows=nrows)
-        store.put(name, frame)
+        self.store.put(name, frame)
         dtypes = {str(c): str(t) for c, t in frame.dtypes.items()}
         return frame_table(
             frame, title=f"{name}: {frame.shape[0]} rows x {frame.shape[1]} columns", limit=5, name=name, dtypes=dtypes
         )
 
-    @mcp.tool(
+    @tool(
         name="df_list",
         description="List the loaded frames with their shape, memory use and columns. Returns one row per frame.",
         annotations=READ_ONLY,
     )
-    def df_list() -> CallToolResult:
+    def df_list(self) -> CallToolResult:
         rows = [
             [name, f.shape[0], f.shape[1], int(f.memory_usage(deep=True).sum()), ", ".join(map(str, f.columns[:30]))]
-            for name, f in store.items()
+            for name, f in self.store.items()
         ]
         return table_result(["name", "rows", "columns", "bytes", "columnNames"], rows)
 
-    @mcp.tool(
+    @tool(
         name="df_info",
         description=(
             "Describe a frame's structure: one row per column with dtype, non-null count, null count, number of "
@@ -108,8 +113,8 @@ def register(mcp: MCPServer, store: FrameStore, roots: AllowedRoots) -> None:
         ),
         annotations=READ_ONLY,
     )
-    def df_info(name: FrameName) -> CallToolResult:
-        frame = store.get(name)
+    def df_info(self, name: FrameName) -> CallToolResult:
+        frame = self.store.get(name)
         rows = []
         for col in frame.columns:
             series = frame[col]
@@ -133,7 +138,7 @@ def register(mcp: MCPServer, store: FrameStore, roots: AllowedRoots) -> None:
             memoryBytes=int(frame.memory_usage(deep=True).sum()),
         )
 
-    @mcp.tool(
+    @tool(
         name="df_head",
         description=(
             "Show rows of a frame: the first n (head), the last n (tail) or a random sample, optionally only some "
@@ -142,13 +147,14 @@ def register(mcp: MCPServer, store: FrameStore, roots: AllowedRoots) -> None:
         annotations=READ_ONLY,
     )
     def df_head(
+        self,
         name: FrameName,
         n: Annotated[int, Field(ge=1, le=1000, description="rows to show")] = 10,
         mode: Annotated[Literal["head", "tail", "sample"], Field(description="which rows")] = "head",
         columns: Annotated[list[str] | None, Field(description="only these columns")] = None,
         seed: Annotated[int, Field(ge=0, description="random seed for sample")] = 0,
     ) -> CallToolResult:
-        frame = store.get(name)
+        frame = self.store.get(name)
         if columns:
             check_columns(frame, columns, name)
             frame = frame[columns]
@@ -160,7 +166,7 @@ def register(mcp: MCPServer, store: FrameStore, roots: AllowedRoots) -> None:
             part = frame.sample(n=min(n, len(frame)), random_state=seed)
         return frame_table(part, title=f"{name} ({mode} {n})", limit=n, shape=list(frame.shape))
 
-    @mcp.tool(
+    @tool(
         name="df_describe",
         description=(
             "Summary statistics per column: count, mean, std, min, percentiles, max for numbers; count, unique, top "
@@ -169,11 +175,12 @@ def register(mcp: MCPServer, store: FrameStore, roots: AllowedRoots) -> None:
         annotations=READ_ONLY,
     )
     def df_describe(
+        self,
         name: FrameName,
         include: Annotated[Literal["numeric", "all"], Field(description="numeric columns or all columns")] = "numeric",
         percentiles: Annotated[list[float] | None, Field(description="e.g. [0.1, 0.5, 0.9]")] = None,
     ) -> CallToolResult:
-        frame = store.get(name)
+        frame = self.store.get(name)
         if percentiles and not all(0 < p < 1 for p in percentiles):
             raise ToolError("percentiles must lie strictly between 0 and 1")
         try:
@@ -183,7 +190,7 @@ def register(mcp: MCPServer, store: FrameStore, roots: AllowedRoots) -> None:
         desc = desc.reset_index(names="statistic")
         return frame_table(desc, title=f"describe {name}", limit=len(desc))
 
-    @mcp.tool(
+    @tool(
         name="df_value_counts",
         description=(
             "Frequency table of one column or a combination of columns (counts and shares), most frequent first. "
@@ -192,19 +199,20 @@ def register(mcp: MCPServer, store: FrameStore, roots: AllowedRoots) -> None:
         annotations=READ_ONLY,
     )
     def df_value_counts(
+        self,
         name: FrameName,
         columns: Annotated[list[str], Field(min_length=1, max_length=8, description="column(s) to count")],
         top: Annotated[int, Field(ge=1, le=10_000, description="rows returned")] = 50,
         dropna: Annotated[bool, Field(description="ignore missing values")] = True,
     ) -> CallToolResult:
-        frame = store.get(name)
+        frame = self.store.get(name)
         check_columns(frame, columns, name)
         counts = frame.value_counts(subset=columns, dropna=dropna)
         table = counts.rename("count").reset_index()
         table["fraction"] = (table["count"] / max(int(counts.sum()), 1)).round(6)
         return frame_table(table, title=f"value counts of {columns} in {name}", limit=top, distinct=len(table))
 
-    @mcp.tool(
+    @tool(
         name="df_missing_report",
         description=(
             "Report missing values per column (count and percent) and how many rows have any missing value. Use "
@@ -212,8 +220,8 @@ def register(mcp: MCPServer, store: FrameStore, roots: AllowedRoots) -> None:
         ),
         annotations=READ_ONLY,
     )
-    def df_missing_report(name: FrameName) -> CallToolResult:
-        frame = store.get(name)
+    def df_missing_report(self, name: FrameName) -> CallToolResult:
+        frame = self.store.get(name)
         nulls = frame.isna().sum()
         total = max(len(frame), 1)
         rows = [[str(c), int(v), round(100.0 * int(v) / total, 3), str(frame[c].dtype)] for c, v in nulls.items() if v]
@@ -226,7 +234,7 @@ def register(mcp: MCPServer, store: FrameStore, roots: AllowedRoots) -> None:
             totalRows=len(frame),
         )
 
-    @mcp.tool(
+    @tool(
         name="df_fill_missing",
         description=(
             "Treat missing values: fill with a constant, the column mean/median/mode, forward/backward fill, or drop "
@@ -236,13 +244,14 @@ def register(mcp: MCPServer, store: FrameStore, roots: AllowedRoots) -> None:
         annotations=REPLACES,
     )
     def df_fill_missing(
+        self,
         name: FrameName,
         strategy: Annotated[Literal["value", "mean", "median", "mode", "ffill", "bfill", "drop"], Field()],
         value: Annotated[str | float | None, Field(description="the constant for strategy=value")] = None,
         columns: Annotated[list[str] | None, Field(description="columns to treat (default all)")] = None,
         output: Annotated[str | None, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")] = None,
     ) -> CallToolResult:
-        frame = store.get(name).copy()
+        frame = self.store.get(name).copy()
         cols = columns or [str(c) for c in frame.columns]
         check_columns(frame, cols, name)
         if strategy == "value" and value is None:
@@ -255,13 +264,13 @@ def register(mcp: MCPServer, store: FrameStore, roots: AllowedRoots) -> None:
         else:
             for col in cols:
                 frame[col] = _filled(frame[col], strategy, value, col)
-        store.put(output or name, frame)
+        self.store.put(output or name, frame)
         after = int(frame[cols].isna().sum().sum())
         return json_result(
             {"frame": output or name, "missingBefore": before, "missingAfter": after, "rows": len(frame)}
         )
 
-    @mcp.tool(
+    @tool(
         name="df_save",
         description=(
             "Write a frame to a CSV, Parquet, JSON (records), JSON Lines or Excel file inside the allowed roots "
@@ -270,13 +279,14 @@ def register(mcp: MCPServer, store: FrameStore, roots: AllowedRoots) -> None:
         annotations=REPLACES,
     )
     def df_save(
+        self,
         name: FrameName,
         path: Annotated[str, Field(description="output file inside the allowed roots")],
         format: Annotated[FileFormat | None, Field(description="default: from the extension")] = None,
         overwrite: Annotated[bool, Field(description="replace an existing file")] = False,
     ) -> CallToolResult:
-        frame = store.get(name)
-        real = roots.output_file(path, overwrite=overwrite)
+        frame = self.store.get(name)
+        real = self.roots.output_file(path, overwrite=overwrite)
         fmt = _format(real, format)
         try:
             if fmt == "csv":
@@ -293,14 +303,14 @@ def register(mcp: MCPServer, store: FrameStore, roots: AllowedRoots) -> None:
             raise ToolError(f"could not write {name} as {fmt}: {exc}") from None
         return json_result({"path": str(real), "format": fmt, "rows": len(frame), "bytes": real.stat().st_size})
 
-    @mcp.tool(
+    @tool(
         name="df_drop",
         description="Remove a named frame from memory when it is no longer needed. Returns the frames still loaded.",
         annotations=REPLACES,
     )
-    def df_drop(name: FrameName) -> CallToolResult:
-        store.drop(name)
-        return json_result({"dropped": name, "remaining": [n for n, _ in store.items()]})
+    def df_drop(self, name: FrameName) -> CallToolResult:
+        self.store.drop(name)
+        return json_result({"dropped": name, "remaining": [n for n, _ in self.store.items()]})
 
 
 def _filled(series: pd.Series[Any], strategy: str, value: Any, col: str) -> pd.Series[Any]:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from mcp.server import MCPServer
 from mcp_types import CallToolResult
 from pydantic import Field
 
 from servers._common import ToolError
 from servers._hints import CREATES
+from servers._toolset import Toolset, tool
 from servers.data.store import (
     NAME_PATTERN,
     FrameName,
@@ -25,10 +25,13 @@ OptionalName = Annotated[str | None, Field(pattern=NAME_PATTERN, description="al
 RowLimit = Annotated[int, Field(ge=1, le=5000, description="rows returned in the result table")]
 
 
-def register(mcp: MCPServer, store: FrameStore) -> None:
-    """Add the transform tools to ``mcp``."""
+class TransformTools(Toolset):
+    """Query, SQL, aggregation and reshaping of named frames."""
 
-    @mcp.tool(
+    def __init__(self, store: FrameStore) -> None:
+        self.store = store
+
+    @tool(
         name="df_query",
         description=(
             "Filter rows of a frame with a pandas query expression, e.g. \"age > 30 and city == 'Oslo'\" (backticks "
@@ -38,6 +41,7 @@ def register(mcp: MCPServer, store: FrameStore) -> None:
         annotations=CREATES,
     )
     def df_query(
+        self,
         name: FrameName,
         expr: Annotated[str, Field(min_length=1, max_length=2000, description="pandas query expression")],
         columns: Annotated[list[str] | None, Field(description="columns to keep")] = None,
@@ -46,7 +50,7 @@ def register(mcp: MCPServer, store: FrameStore) -> None:
         output: OptionalName = None,
         limit: RowLimit = 50,
     ) -> CallToolResult:
-        frame = store.get(name)
+        frame = self.store.get(name)
         try:
             result = frame.query(expr, local_dict={}, global_dict={})
         except Exception as exc:  # pandas raises many types for a bad expression
@@ -59,10 +63,10 @@ def register(mcp: MCPServer, store: FrameStore) -> None:
             result = result.sort_values(sort_by, ascending=not descending)
         result = result.reset_index(drop=True)
         if output:
-            store.put(output, result)
+            self.store.put(output, result)
         return frame_table(result, title=f"{len(result)} rows of {name} where {expr}", limit=limit, stored=output)
 
-    @mcp.tool(
+    @tool(
         name="df_sql",
         description=(
             "Run a DuckDB SQL query over the loaded frames, which appear as tables under their names (joins, "
@@ -72,6 +76,7 @@ def register(mcp: MCPServer, store: FrameStore) -> None:
         annotations=CREATES,
     )
     def df_sql(
+        self,
         sql: Annotated[str, Field(min_length=1, max_length=20_000, description="a single DuckDB SELECT query")],
         output: OptionalName = None,
         limit: RowLimit = 100,
@@ -80,7 +85,7 @@ def register(mcp: MCPServer, store: FrameStore) -> None:
 
         con = duckdb.connect(":memory:")
         try:
-            for frame_name, frame in store.items():
+            for frame_name, frame in self.store.items():
                 con.register(frame_name, frame)
             con.execute("SET enable_external_access = false")
             con.execute("SET lock_configuration = true")
@@ -90,10 +95,10 @@ def register(mcp: MCPServer, store: FrameStore) -> None:
         finally:
             con.close()
         if output:
-            store.put(output, result)
+            self.store.put(output, result)
         return frame_table(result, title=f"{len(result)} rows", limit=limit, stored=output)
 
-    @mcp.tool(
+    @tool(
         name="df_groupby_agg",
         description=(
             "Group a frame by one or more columns and aggregate other columns (sum, mean, median, min, max, count, "
@@ -103,6 +108,7 @@ def register(mcp: MCPServer, store: FrameStore) -> None:
         annotations=CREATES,
     )
     def df_groupby_agg(
+        self,
         name: FrameName,
         by: Annotated[list[str], Field(min_length=1, max_length=10, description="grouping columns")],
         aggregations: Annotated[dict[str, list[AggFunc]], Field(min_length=1, description="column -> functions")],
@@ -110,7 +116,7 @@ def register(mcp: MCPServer, store: FrameStore) -> None:
         output: OptionalName = None,
         limit: RowLimit = 100,
     ) -> CallToolResult:
-        frame = store.get(name)
+        frame = self.store.get(name)
         check_columns(frame, by + list(aggregations), name)
         try:
             result = flat_columns(frame.groupby(by, dropna=False).agg(aggregations))
@@ -120,10 +126,10 @@ def register(mcp: MCPServer, store: FrameStore) -> None:
             check_columns(result, [sort_by], "the result")
             result = result.sort_values(sort_by, ascending=False).reset_index(drop=True)
         if output:
-            store.put(output, result)
+            self.store.put(output, result)
         return frame_table(result, title=f"{name} grouped by {by}", limit=limit, stored=output)
 
-    @mcp.tool(
+    @tool(
         name="df_pivot",
         description=(
             "Pivot a frame from long to wide (pandas pivot_table): rows from `index`, one column per value of "
@@ -133,6 +139,7 @@ def register(mcp: MCPServer, store: FrameStore) -> None:
         annotations=CREATES,
     )
     def df_pivot(
+        self,
         name: FrameName,
         index: Annotated[list[str], Field(min_length=1, description="row keys")],
         columns: Annotated[list[str], Field(min_length=1, description="columns whose values become columns")],
@@ -142,7 +149,7 @@ def register(mcp: MCPServer, store: FrameStore) -> None:
         output: OptionalName = None,
         limit: RowLimit = 100,
     ) -> CallToolResult:
-        frame = store.get(name)
+        frame = self.store.get(name)
         check_columns(frame, index + columns + ([values] if values else []), name)
         source = frame if values else frame.assign(_rows=1)
         try:
@@ -157,10 +164,10 @@ def register(mcp: MCPServer, store: FrameStore) -> None:
             raise ToolError(f"pivot failed: {exc}") from None
         result = flat_columns(wide)
         if output:
-            store.put(output, result)
+            self.store.put(output, result)
         return frame_table(result, title=f"pivot of {name}", limit=limit, stored=output)
 
-    @mcp.tool(
+    @tool(
         name="df_melt",
         description=(
             "Unpivot a frame from wide to long (pandas melt): keep `id_columns`, turn `value_columns` (default: "
@@ -170,6 +177,7 @@ def register(mcp: MCPServer, store: FrameStore) -> None:
         annotations=CREATES,
     )
     def df_melt(
+        self,
         name: FrameName,
         id_columns: Annotated[list[str], Field(min_length=1, description="identifier columns kept as they are")],
         output: NewFrameName,
@@ -177,15 +185,15 @@ def register(mcp: MCPServer, store: FrameStore) -> None:
         var_name: Annotated[str, Field(min_length=1, max_length=64)] = "variable",
         value_name: Annotated[str, Field(min_length=1, max_length=64)] = "value",
     ) -> CallToolResult:
-        frame = store.get(name)
+        frame = self.store.get(name)
         check_columns(frame, id_columns + (value_columns or []), name)
         if value_name in frame.columns:
             raise ToolError(f"value_name {value_name!r} clashes with an existing column")
         result = frame.melt(id_vars=id_columns, value_vars=value_columns, var_name=var_name, value_name=value_name)
-        store.put(output, result)
+        self.store.put(output, result)
         return frame_table(result, title=f"{output}: {len(result)} rows", stored=output)
 
-    @mcp.tool(
+    @tool(
         name="df_join",
         description=(
             "Join two frames on key columns (inner, left, right, outer; or cross), like SQL JOIN / pandas merge. "
@@ -195,6 +203,7 @@ def register(mcp: MCPServer, store: FrameStore) -> None:
         annotations=CREATES,
     )
     def df_join(
+        self,
         left: FrameName,
         right: FrameName,
         output: NewFrameName,
@@ -204,7 +213,7 @@ def register(mcp: MCPServer, store: FrameStore) -> None:
         how: Annotated[Literal["inner", "left", "right", "outer", "cross"], Field()] = "inner",
         indicator: Annotated[bool, Field(description="add a _merge column")] = False,
     ) -> CallToolResult:
-        a, b = store.get(left), store.get(right)
+        a, b = self.store.get(left), self.store.get(right)
         if how != "cross" and not on and not (left_on and right_on):
             raise ToolError("give `on`, or both `left_on` and `right_on` (or how='cross')")
         if on:
@@ -227,5 +236,5 @@ def register(mcp: MCPServer, store: FrameStore) -> None:
             raise ToolError(f"join failed: {exc}") from None
         if indicator:
             result["_merge"] = result["_merge"].astype(str)
-        store.put(output, result)
+        self.store.put(output, result)
         return frame_table(result, title=f"{output}: {len(result)} rows ({how} join)", stored=output)

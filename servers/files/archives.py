@@ -8,13 +8,13 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Literal
 
-from mcp.server import MCPServer
 from mcp_types import CallToolResult
 from pydantic import Field
 
 from servers._common import ToolError, json_result, table_result
 from servers._hints import READ_ONLY, REPLACES
 from servers._roots import AllowedRoots
+from servers._toolset import Toolset, tool
 
 ArchiveFormat = Literal["zip", "tar", "tar.gz", "tar.bz2", "tar.xz"]
 TAR_MODES: dict[str, Literal["w", "w:gz", "w:bz2", "w:xz"]] = {
@@ -76,10 +76,13 @@ def _check_tar_member(member: tarfile.TarInfo, dest: Path) -> None:
         raise ToolError(f"archive member {member.name!r} is a device or FIFO; nothing extracted")
 
 
-def register(mcp: MCPServer, roots: AllowedRoots) -> None:
-    """Add the archive tools to ``mcp``."""
+class ArchiveTools(Toolset):
+    """Creating, listing and extracting archives inside the allowed roots."""
 
-    @mcp.tool(
+    def __init__(self, roots: AllowedRoots) -> None:
+        self.roots = roots
+
+    @tool(
         name="archive_create",
         description=(
             "Pack files and folders (recursively) into a zip or tar(.gz/.bz2/.xz) archive inside the allowed roots. "
@@ -89,15 +92,16 @@ def register(mcp: MCPServer, roots: AllowedRoots) -> None:
         annotations=REPLACES,
     )
     def archive_create(
+        self,
         paths: Annotated[list[str], Field(min_length=1, max_length=1000, description="files or folders to pack")],
         output: Annotated[str, Field(description="archive path to write, e.g. out/bundle.zip")],
         format: Annotated[ArchiveFormat, Field(description="archive format")] = "zip",
         base: Annotated[str | None, Field(description="folder member names are relative to")] = None,
         overwrite: Annotated[bool, Field(description="replace an existing archive")] = False,
     ) -> CallToolResult:
-        base_dir = roots.existing_dir(base, kind="base") if base else roots.roots[0]
-        target = roots.output_file(output, overwrite=overwrite)
-        items, skipped = _collect(roots, paths, base_dir)
+        base_dir = self.roots.existing_dir(base, kind="base") if base else self.roots.roots[0]
+        target = self.roots.output_file(output, overwrite=overwrite)
+        items, skipped = _collect(self.roots, paths, base_dir)
         items = [(p, n) for p, n in items if p != target]
         if not items:
             raise ToolError("nothing to archive: the paths hold no regular files inside the allowed roots")
@@ -121,7 +125,7 @@ def register(mcp: MCPServer, roots: AllowedRoots) -> None:
             }
         )
 
-    @mcp.tool(
+    @tool(
         name="archive_list",
         description=(
             "List the members of a zip or tar archive without extracting: name, size, compressed size (zip), "
@@ -130,9 +134,10 @@ def register(mcp: MCPServer, roots: AllowedRoots) -> None:
         annotations=READ_ONLY,
     )
     def archive_list(
+        self,
         archive: Annotated[str, Field(description="zip or tar archive path")],
     ) -> CallToolResult:
-        path = roots.existing_file(archive, kind="archive")
+        path = self.roots.existing_file(archive, kind="archive")
         rows: list[list[object]] = []
         if _archive_kind(path) == "zip":
             with zipfile.ZipFile(path) as zf:
@@ -148,7 +153,7 @@ def register(mcp: MCPServer, roots: AllowedRoots) -> None:
                     rows.append([member.name, member.size, None, when, kind])
         return table_result(["name", "size", "compressed", "modified", "type"], rows, title=f"{path.name}")
 
-    @mcp.tool(
+    @tool(
         name="archive_extract",
         description=(
             "Extract a zip or tar archive into a folder inside the allowed roots. Every member is checked first: "
@@ -158,13 +163,14 @@ def register(mcp: MCPServer, roots: AllowedRoots) -> None:
         annotations=REPLACES,
     )
     def archive_extract(
+        self,
         archive: Annotated[str, Field(description="zip or tar archive path")],
         destination: Annotated[str, Field(description="folder to extract into (created when missing)")],
         overwrite: Annotated[bool, Field(description="replace files that already exist")] = False,
         max_total_bytes: Annotated[int, Field(ge=1, le=10 * 2**30, description="refuse beyond this size")] = 2**30,
     ) -> CallToolResult:
-        path = roots.existing_file(archive, kind="archive")
-        dest = roots.resolve(destination, kind="destination")
+        path = self.roots.existing_file(archive, kind="archive")
+        dest = self.roots.resolve(destination, kind="destination")
         if dest.exists() and not dest.is_dir():
             raise ToolError(f"destination {destination!r} exists and is not a folder")
         names: list[str] = []

@@ -10,13 +10,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Annotated, Literal
 
-from mcp.server import MCPServer
 from mcp_types import CallToolResult
 from pydantic import Field
 
 from servers._common import ToolError, json_result, table_result
 from servers._hints import READ_ONLY, REPLACES
 from servers._roots import AllowedRoots
+from servers._toolset import Toolset, tool
 
 MAX_TEXT_BYTES = 50 * 2**20
 # (offset, signature, mime type, description): the magic bytes of common formats, most specific first.
@@ -51,7 +51,6 @@ RIFF_KINDS = {
     b"WAVE": ("audio/wav", "WAV audio"),
     b"AVI ": ("video/x-msvideo", "AVI video"),
 }
-HASHES = ("md5", "sha1", "sha256", "sha512", "blake2b", "sha3_256")
 
 
 def sniff(head: bytes) -> tuple[str, str] | None:
@@ -84,10 +83,13 @@ def _read_text(path: Path, encoding: str | None) -> tuple[str, str]:
         raise ToolError(f"{path.name} is not valid {encoding}: {exc.reason} at byte {exc.start}") from None
 
 
-def register(mcp: MCPServer, roots: AllowedRoots) -> None:
-    """Add the content tools to ``mcp``."""
+class ContentTools(Toolset):
+    """Checksums, diffs, type and encoding detection, text statistics."""
 
-    @mcp.tool(
+    def __init__(self, roots: AllowedRoots) -> None:
+        self.roots = roots
+
+    @tool(
         name="checksum",
         description=(
             "Compute a cryptographic hash (md5, sha1, sha256, sha512, blake2b, sha3_256) of one or more files, "
@@ -97,23 +99,21 @@ def register(mcp: MCPServer, roots: AllowedRoots) -> None:
         annotations=READ_ONLY,
     )
     def checksum(
+        self,
         paths: Annotated[list[str], Field(min_length=1, max_length=500, description="files to hash")],
         algorithm: Annotated[Literal["md5", "sha1", "sha256", "sha512", "blake2b", "sha3_256"], Field()] = "sha256",
         expected: Annotated[str | None, Field(pattern="^[0-9a-fA-F]+$", description="hex digest to compare")] = None,
     ) -> CallToolResult:
         rows = []
         for raw in paths:
-            path = roots.existing_file(raw)
-            digest = hashlib.new(algorithm)
+            path = self.roots.existing_file(raw)
             with path.open("rb") as fh:
-                for block in iter(lambda fh=fh: fh.read(1 << 20), b""):
-                    digest.update(block)
-            hexd = digest.hexdigest()
+                hexd = hashlib.file_digest(fh, algorithm).hexdigest()
             match = None if expected is None else hexd == expected.lower()
             rows.append([raw, algorithm, hexd, path.stat().st_size, match])
         return table_result(["path", "algorithm", "digest", "size", "matches"], rows)
 
-    @mcp.tool(
+    @tool(
         name="text_diff",
         description=(
             "Compare two text files line by line and return a unified diff (like diff -u) with `context` lines, "
@@ -122,13 +122,14 @@ def register(mcp: MCPServer, roots: AllowedRoots) -> None:
         annotations=READ_ONLY,
     )
     def text_diff(
+        self,
         left: Annotated[str, Field(description="original file")],
         right: Annotated[str, Field(description="changed file")],
         context: Annotated[int, Field(ge=0, le=100, description="unchanged lines around each change")] = 3,
         ignore_whitespace: Annotated[bool, Field(description="ignore trailing whitespace differences")] = False,
     ) -> CallToolResult:
-        a_text, _ = _read_text(roots.existing_file(left), None)
-        b_text, _ = _read_text(roots.existing_file(right), None)
+        a_text, _ = _read_text(self.roots.existing_file(left), None)
+        b_text, _ = _read_text(self.roots.existing_file(right), None)
         a, b = a_text.splitlines(), b_text.splitlines()
         if ignore_whitespace:
             a, b = [x.rstrip() for x in a], [x.rstrip() for x in b]
@@ -142,7 +143,7 @@ def register(mcp: MCPServer, roots: AllowedRoots) -> None:
             text=body or "files are identical",
         )
 
-    @mcp.tool(
+    @tool(
         name="file_type",
         description=(
             "Identify what a file is from its magic bytes (PNG, PDF, ZIP, gzip, ELF, SQLite, Parquet...) and its "
@@ -151,8 +152,8 @@ def register(mcp: MCPServer, roots: AllowedRoots) -> None:
         ),
         annotations=READ_ONLY,
     )
-    def file_type(path: Annotated[str, Field(description="file to inspect")]) -> CallToolResult:
-        real = roots.existing_file(path)
+    def file_type(self, path: Annotated[str, Field(description="file to inspect")]) -> CallToolResult:
+        real = self.roots.existing_file(path)
         with real.open("rb") as fh:
             head = fh.read(8192)
         by_name, _ = mimetypes.guess_type(real.name)
@@ -179,7 +180,7 @@ def register(mcp: MCPServer, roots: AllowedRoots) -> None:
             }
         )
 
-    @mcp.tool(
+    @tool(
         name="encoding_detect",
         description=(
             "Detect the character encoding of a text file (charset-normalizer): UTF-8, UTF-16, Latin-1, "
@@ -188,10 +189,10 @@ def register(mcp: MCPServer, roots: AllowedRoots) -> None:
         ),
         annotations=READ_ONLY,
     )
-    def encoding_detect(path: Annotated[str, Field(description="file to inspect")]) -> CallToolResult:
+    def encoding_detect(self, path: Annotated[str, Field(description="file to inspect")]) -> CallToolResult:
         from charset_normalizer import from_bytes
 
-        real = roots.existing_file(path)
+        real = self.roots.existing_file(path)
         with real.open("rb") as fh:
             data = fh.read(MAX_TEXT_BYTES)
         matches = from_bytes(data)
@@ -208,7 +209,7 @@ def register(mcp: MCPServer, roots: AllowedRoots) -> None:
             }
         )
 
-    @mcp.tool(
+    @tool(
         name="encoding_convert",
         description=(
             "Re-encode a text file from one character encoding to another (e.g. latin-1 or cp1252 to utf-8), "
@@ -218,6 +219,7 @@ def register(mcp: MCPServer, roots: AllowedRoots) -> None:
         annotations=REPLACES,
     )
     def encoding_convert(
+        self,
         path: Annotated[str, Field(description="text file to convert")],
         target_encoding: Annotated[str, Field(min_length=1, description="e.g. utf-8, utf-16, cp1252")] = "utf-8",
         source_encoding: Annotated[str | None, Field(description="source encoding; detected when omitted")] = None,
@@ -225,11 +227,11 @@ def register(mcp: MCPServer, roots: AllowedRoots) -> None:
         newline: Annotated[Literal["keep", "lf", "crlf"], Field(description="line ending normalisation")] = "keep",
         overwrite: Annotated[bool, Field(description="allow replacing an existing file")] = False,
     ) -> CallToolResult:
-        src = roots.existing_file(path)
+        src = self.roots.existing_file(path)
         text, used = _read_text(src, source_encoding)
         if newline != "keep":
             text = re.sub(r"\r\n|\r|\n", "\n" if newline == "lf" else "\r\n", text)
-        dst = roots.output_file(output or path, overwrite=overwrite)
+        dst = self.roots.output_file(output or path, overwrite=overwrite)
         try:
             data = text.encode(target_encoding)
         except LookupError:
@@ -249,7 +251,7 @@ def register(mcp: MCPServer, roots: AllowedRoots) -> None:
             }
         )
 
-    @mcp.tool(
+    @tool(
         name="text_stats",
         description=(
             "Count lines, words, characters and bytes of text files (like wc), plus blank lines, the longest line "
@@ -258,13 +260,14 @@ def register(mcp: MCPServer, roots: AllowedRoots) -> None:
         annotations=READ_ONLY,
     )
     def text_stats(
+        self,
         paths: Annotated[list[str], Field(min_length=1, max_length=500, description="text files")],
         top_words: Annotated[int, Field(ge=0, le=100, description="also list the N most frequent words")] = 0,
     ) -> CallToolResult:
         rows = []
         words_total: Counter[str] = Counter()
         for raw in paths:
-            real = roots.existing_file(raw)
+            real = self.roots.existing_file(raw)
             text, enc = _read_text(real, None)
             lines = text.splitlines()
             words = re.findall(r"\w+", text)
@@ -273,7 +276,8 @@ def register(mcp: MCPServer, roots: AllowedRoots) -> None:
             longest = max((len(x) for x in lines), default=0)
             blank = sum(1 for x in lines if not x.strip())
             rows.append([raw, len(lines), len(words), len(text), real.stat().st_size, blank, longest, enc])
-        extra = {"topWords": words_total.most_common(top_words)} if top_words else {}
         return table_result(
-            ["path", "lines", "words", "chars", "bytes", "blankLines", "longestLine", "encoding"], rows, **extra
+            ["path", "lines", "words", "chars", "bytes", "blankLines", "longestLine", "encoding"],
+            rows,
+            topWords=words_total.most_common(top_words) if top_words else None,
         )

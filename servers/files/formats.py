@@ -9,13 +9,13 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from mcp.server import MCPServer
 from mcp_types import CallToolResult
 from pydantic import Field
 
 from servers._common import ToolError, json_result
 from servers._hints import REPLACES
 from servers._roots import AllowedRoots
+from servers._toolset import Toolset, tool
 
 DataFormat = Literal["json", "yaml", "toml", "csv"]
 SUFFIXES: dict[str, DataFormat] = {".json": "json", ".yaml": "yaml", ".yml": "yaml", ".toml": "toml", ".csv": "csv"}
@@ -87,10 +87,13 @@ def _drop_nulls(value: Any) -> Any:
     return value
 
 
-def register(mcp: MCPServer, roots: AllowedRoots) -> None:
-    """Add the conversion tool to ``mcp``."""
+class FormatTools(Toolset):
+    """Conversion between JSON, YAML, TOML and CSV files."""
 
-    @mcp.tool(
+    def __init__(self, roots: AllowedRoots) -> None:
+        self.roots = roots
+
+    @tool(
         name="convert_data",
         description=(
             "Convert a structured data file between JSON, YAML, TOML and CSV (formats taken from the extensions "
@@ -100,6 +103,7 @@ def register(mcp: MCPServer, roots: AllowedRoots) -> None:
         annotations=REPLACES,
     )
     def convert_data(
+        self,
         path: Annotated[str, Field(description="input file")],
         output: Annotated[str, Field(description="output file")],
         input_format: Annotated[DataFormat | None, Field(description="default: from the input extension")] = None,
@@ -107,15 +111,15 @@ def register(mcp: MCPServer, roots: AllowedRoots) -> None:
         indent: Annotated[int, Field(ge=0, le=8, description="JSON indentation (0 = compact)")] = 2,
         overwrite: Annotated[bool, Field(description="replace an existing output file")] = False,
     ) -> CallToolResult:
-        src = roots.existing_file(path)
+        src = self.roots.existing_file(path)
         if src.stat().st_size > MAX_DATA_BYTES:
             raise ToolError(f"{path} is larger than {MAX_DATA_BYTES} bytes")
         fmt_in = format_of(src, input_format)
-        dst = roots.resolve(output, kind="output")
+        dst = self.roots.resolve(output, kind="output")
         fmt_out = format_of(dst, output_format)
         value = parse(src.read_text(encoding="utf-8-sig"), fmt_in)
         text = dump(value, fmt_out, indent)
-        dst = roots.output_file(output, overwrite=overwrite)
+        dst = self.roots.output_file(output, overwrite=overwrite)
         dst.write_text(text, encoding="utf-8")
         return json_result(
             {"output": str(dst), "from": fmt_in, "to": fmt_out, "bytes": len(text.encode()), "preview": text[:2000]}

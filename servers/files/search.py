@@ -10,13 +10,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
-from mcp.server import MCPServer
 from mcp_types import CallToolResult
 from pydantic import Field
 
 from servers._common import ToolError, json_result, table_result
 from servers._hints import READ_ONLY
 from servers._roots import AllowedRoots
+from servers._toolset import Toolset, tool
 
 BINARY_SNIFF = 8192
 MAX_GREP_FILE = 20 * 2**20
@@ -45,10 +45,13 @@ def _is_binary(path: Path) -> bool:
         return b"\x00" in fh.read(BINARY_SNIFF)
 
 
-def register(mcp: MCPServer, roots: AllowedRoots) -> None:
-    """Add the search tools to ``mcp``."""
+class SearchTools(Toolset):
+    """Finding files and text, tree views and duplicates."""
 
-    @mcp.tool(
+    def __init__(self, roots: AllowedRoots) -> None:
+        self.roots = roots
+
+    @tool(
         name="find_files",
         description=(
             "Find files under a folder by glob pattern ('**/*.py' recurses), filtered by size and modification "
@@ -58,6 +61,7 @@ def register(mcp: MCPServer, roots: AllowedRoots) -> None:
         annotations=READ_ONLY,
     )
     def find_files(
+        self,
         folder: Annotated[str, Field(description="folder to search (inside the allowed roots)")] = ".",
         pattern: Annotated[str, Field(min_length=1, description="glob relative to the folder")] = "**/*",
         min_size: Annotated[int | None, Field(ge=0, description="minimum size in bytes")] = None,
@@ -68,10 +72,10 @@ def register(mcp: MCPServer, roots: AllowedRoots) -> None:
         sort: Annotated[str, Field(pattern="^(name|newest|largest)$", description="name, newest or largest")] = "name",
         limit: Annotated[int, Field(ge=1, le=10_000, description="maximum rows returned")] = 500,
     ) -> CallToolResult:
-        base = roots.existing_dir(folder)
+        base = self.roots.existing_dir(folder)
         after, before = _utc(modified_after), _utc(modified_before)
         rows: list[tuple[str, int, float]] = []
-        for path in _walk(roots, base, pattern, include_hidden):
+        for path in _walk(self.roots, base, pattern, include_hidden):
             st = path.stat()
             if (min_size is not None and st.st_size < min_size) or (max_size is not None and st.st_size > max_size):
                 continue
@@ -85,7 +89,7 @@ def register(mcp: MCPServer, roots: AllowedRoots) -> None:
         shown = [[n, s, datetime.fromtimestamp(m, UTC).isoformat(timespec="seconds")] for n, s, m in rows[:limit]]
         return table_result(["path", "size", "modified"], shown, title=str(base), truncated=len(rows) > limit)
 
-    @mcp.tool(
+    @tool(
         name="grep",
         description=(
             "Search text files for a regular expression (Python re syntax), like grep -n -C. Use to find where "
@@ -95,6 +99,7 @@ def register(mcp: MCPServer, roots: AllowedRoots) -> None:
         annotations=READ_ONLY,
     )
     def grep(
+        self,
         regex: Annotated[str, Field(min_length=1, description="Python regular expression")],
         folder: Annotated[str, Field(description="folder (or single file) to search")] = ".",
         pattern: Annotated[str, Field(min_length=1, description="glob of files to search")] = "**/*",
@@ -106,8 +111,8 @@ def register(mcp: MCPServer, roots: AllowedRoots) -> None:
             rx = re.compile(regex, re.IGNORECASE if ignore_case else 0)
         except re.error as exc:
             raise ToolError(f"invalid regular expression {regex!r}: {exc}") from None
-        target = roots.resolve(folder, must_exist=True, kind="folder")
-        files = [target] if target.is_file() else list(_walk(roots, target, pattern, False))
+        target = self.roots.resolve(folder, must_exist=True, kind="folder")
+        files = [target] if target.is_file() else list(_walk(self.roots, target, pattern, False))
         base = target.parent if target.is_file() else target
         matches: list[dict[str, object]] = []
         searched = 0
@@ -142,7 +147,7 @@ def register(mcp: MCPServer, roots: AllowedRoots) -> None:
             text=text,
         )
 
-    @mcp.tool(
+    @tool(
         name="tree",
         description=(
             "Show a folder as an indented tree (folders first, then files with sizes), down to a depth. Use to get an "
@@ -151,12 +156,13 @@ def register(mcp: MCPServer, roots: AllowedRoots) -> None:
         annotations=READ_ONLY,
     )
     def tree(
+        self,
         folder: Annotated[str, Field(description="folder to show")] = ".",
         depth: Annotated[int, Field(ge=1, le=12, description="levels to descend")] = 3,
         include_hidden: Annotated[bool, Field(description="show dot-files and dot-folders")] = False,
         max_entries: Annotated[int, Field(ge=1, le=20_000, description="stop after this many lines")] = 1000,
     ) -> CallToolResult:
-        base = roots.existing_dir(folder)
+        base = self.roots.existing_dir(folder)
         lines = [f"{base.name or base}/"]
         counts = {"files": 0, "folders": 0}
 
@@ -187,7 +193,7 @@ def register(mcp: MCPServer, roots: AllowedRoots) -> None:
         truncated = len(lines) >= max_entries
         return json_result({"tree": "\n".join(lines), **counts, "truncated": truncated}, text="\n".join(lines))
 
-    @mcp.tool(
+    @tool(
         name="find_duplicates",
         description=(
             "Find duplicate files under a folder by content: files are grouped by size, then by SHA-256. Use to "
@@ -197,13 +203,14 @@ def register(mcp: MCPServer, roots: AllowedRoots) -> None:
         annotations=READ_ONLY,
     )
     def find_duplicates(
+        self,
         folder: Annotated[str, Field(description="folder to scan")] = ".",
         pattern: Annotated[str, Field(min_length=1, description="glob of files to consider")] = "**/*",
         min_size: Annotated[int, Field(ge=0, description="ignore files smaller than this (bytes)")] = 1,
     ) -> CallToolResult:
-        base = roots.existing_dir(folder)
+        base = self.roots.existing_dir(folder)
         by_size: dict[int, list[Path]] = defaultdict(list)
-        for path in _walk(roots, base, pattern, True):
+        for path in _walk(self.roots, base, pattern, True):
             size = path.stat().st_size
             if size >= min_size:
                 by_size[size].append(path)
@@ -213,11 +220,9 @@ def register(mcp: MCPServer, roots: AllowedRoots) -> None:
                 continue
             by_hash: dict[str, list[str]] = defaultdict(list)
             for path in paths:
-                digest = hashlib.sha256()
                 with path.open("rb") as fh:
-                    for block in iter(lambda fh=fh: fh.read(1 << 20), b""):
-                        digest.update(block)
-                by_hash[digest.hexdigest()].append(path.relative_to(base).as_posix())
+                    digest = hashlib.file_digest(fh, "sha256").hexdigest()
+                by_hash[digest].append(path.relative_to(base).as_posix())
             groups.extend(
                 {"sha256": h, "size": size, "files": sorted(f), "wastedBytes": size * (len(f) - 1)}
                 for h, f in by_hash.items()

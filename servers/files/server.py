@@ -27,10 +27,13 @@ def build_server(roots: AllowedRoots) -> MCPServer:
             f"{roots.describe()}. Anything resolving outside them is refused."
         ),
     )
-    archives.register(server, roots)
-    search.register(server, roots)
-    content.register(server, roots)
-    formats.register(server, roots)
+    for toolset in (
+        archives.ArchiveTools(roots),
+        search.SearchTools(roots),
+        content.ContentTools(roots),
+        formats.FormatTools(roots),
+    ):
+        toolset.register(server)
     return server
 
 

@@ -47,7 +47,8 @@ async def test_lists_all_tools(client: Client) -> None:
     names = {t.name for t in (await client.list_tools()).tools}
     assert len(names) >= 10
     for tool in (await client.list_tools()).tools:
-        assert tool.annotations is not None and tool.annotations.open_world_hint is False
+        assert tool.annotations is not None
+        assert tool.annotations.open_world_hint is False
 
 
 async def test_paths_outside_the_roots_and_through_symlinks_are_refused(client: Client, root: Path) -> None:
@@ -103,7 +104,8 @@ async def test_zip_slip_and_tar_link_escapes_extract_nothing(client: Client, roo
 async def test_checksum_matches_hashlib_and_verifies(client: Client, root: Path) -> None:
     want = hashlib.sha256((root / "notes.txt").read_bytes()).hexdigest()
     got = ok(await client.call_tool("checksum", {"paths": ["notes.txt"], "expected": want}))
-    assert got["rows"][0][2] == want and got["rows"][0][4] is True
+    assert got["rows"][0][2] == want
+    assert got["rows"][0][4] is True
     md5 = ok(await client.call_tool("checksum", {"paths": ["notes.txt"], "algorithm": "md5", "expected": "00"}))
     assert md5["rows"][0][4] is False
     assert "does not exist" in err(await client.call_tool("checksum", {"paths": ["nope.txt"]}))
@@ -112,8 +114,11 @@ async def test_checksum_matches_hashlib_and_verifies(client: Client, root: Path)
 async def test_text_diff_is_unified(client: Client, root: Path) -> None:
     (root / "v2.txt").write_text("alpha beta\nBETA gamma\n\nbeta\nnew line\n")
     diff = ok(await client.call_tool("text_diff", {"left": "notes.txt", "right": "v2.txt", "context": 1}))
-    assert diff["added"] == 2 and diff["removed"] == 1
-    assert "-beta gamma" in diff["diff"] and "+BETA gamma" in diff["diff"] and diff["diff"].startswith("--- notes.txt")
+    assert diff["added"] == 2
+    assert diff["removed"] == 1
+    assert "-beta gamma" in diff["diff"]
+    assert "+BETA gamma" in diff["diff"]
+    assert diff["diff"].startswith("--- notes.txt")
     same = ok(await client.call_tool("text_diff", {"left": "notes.txt", "right": "notes.txt"}))
     assert same["identical"] is True
 
@@ -135,7 +140,9 @@ async def test_grep_with_context_and_bad_regex(client: Client) -> None:
     found = ok(await client.call_tool("grep", {"regex": r"return \d+", "context": 1}))
     assert found["count"] == 1
     match = found["matches"][0]
-    assert match["file"] == "src/pkg/b.py" and match["line"] == 2 and match["before"] == ["def helper():"]
+    assert match["file"] == "src/pkg/b.py"
+    assert match["line"] == 2
+    assert match["before"] == ["def helper():"]
     ci = ok(await client.call_tool("grep", {"regex": "BETA", "ignore_case": True, "pattern": "*.txt"}))
     assert [m["line"] for m in ci["matches"]] == [1, 2, 4]
     assert "invalid regular expression" in err(await client.call_tool("grep", {"regex": "(unclosed"}))
@@ -143,18 +150,22 @@ async def test_grep_with_context_and_bad_regex(client: Client) -> None:
 
 async def test_tree_and_duplicates(client: Client) -> None:
     shown = ok(await client.call_tool("tree", {"depth": 2}))
-    assert "├── src/" in shown["tree"] and "b.py" not in shown["tree"] and ".hidden" not in shown["tree"]
+    assert "├── src/" in shown["tree"]
+    assert "b.py" not in shown["tree"]
+    assert ".hidden" not in shown["tree"]
     deeper = ok(await client.call_tool("tree", {"depth": 3}))
     assert "b.py" in deeper["tree"]
     dups = ok(await client.call_tool("find_duplicates", {}))
     assert dups["groupCount"] == 1
-    assert dups["groups"][0]["files"] == ["copy1.bin", "copy2.bin"] and dups["wastedBytes"] == 1000
+    assert dups["groups"][0]["files"] == ["copy1.bin", "copy2.bin"]
+    assert dups["wastedBytes"] == 1000
 
 
 async def test_file_type_uses_magic_bytes(client: Client, root: Path) -> None:
     (root / "pic.txt").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 20)
     png = ok(await client.call_tool("file_type", {"path": "pic.txt"}))
-    assert png["mimeType"] == "image/png" and png["agrees"] is False
+    assert png["mimeType"] == "image/png"
+    assert png["agrees"] is False
     ok(await client.call_tool("archive_create", {"paths": ["notes.txt"], "output": "n.tar", "format": "tar"}))
     assert ok(await client.call_tool("file_type", {"path": "n.tar"}))["mimeType"] == "application/x-tar"
     txt = ok(await client.call_tool("file_type", {"path": "src/a.py"}))
@@ -186,7 +197,7 @@ async def test_encoding_detect_and_convert(client: Client, root: Path) -> None:
 
 async def test_text_stats_counts(client: Client) -> None:
     stats = ok(await client.call_tool("text_stats", {"paths": ["notes.txt"], "top_words": 1}))
-    path, lines, words, chars, size, blank, longest, _enc = stats["rows"][0]
+    path, lines, words, _chars, _size, blank, longest, _enc = stats["rows"][0]
     assert (path, lines, words, blank, longest) == ("notes.txt", 4, 5, 1, 10)
     assert stats["topWords"] == [["beta", 3]]
 
