@@ -224,8 +224,8 @@ class FrameTools(Toolset):
         frame = self.store.get(name)
         nulls = frame.isna().sum()
         total = max(len(frame), 1)
-        rows = [[str(c), int(v), round(100.0 * int(v) / total, 3), str(frame[c].dtype)] for c, v in nulls.items() if v]
-        rows.sort(key=lambda r: -int(r[1]))
+        gaps = sorted(((str(c), int(v)) for c, v in nulls.items() if v), key=lambda cv: -cv[1])
+        rows = [[c, v, round(100.0 * v / total, 3), str(frame[c].dtype)] for c, v in gaps]
         return table_result(
             ["column", "missing", "percent", "dtype"],
             rows,

@@ -96,14 +96,21 @@ def records(frame: pd.DataFrame) -> list[list[Any]]:
     return list(payload["data"])
 
 
-def frame_table(frame: pd.DataFrame, *, title: str = "", limit: int = PREVIEW_ROWS, **extra: Any) -> CallToolResult:
-    """A table result of the first ``limit`` rows, with the full shape in the structured content."""
+def frame_table(
+    frame: pd.DataFrame,
+    *,
+    title: str = "",
+    limit: int = PREVIEW_ROWS,
+    shape: list[int] | None = None,
+    **extra: Any,
+) -> CallToolResult:
+    """A table result of the first ``limit`` rows, with the full shape (or ``shape``) in the structured content."""
     shown = frame.head(limit)
     return table_result(
         [str(c) for c in shown.columns],
         records(shown),
         title=title,
-        shape=list(frame.shape),
+        shape=shape or list(frame.shape),
         truncated=len(frame) > limit,
         **extra,
     )
