@@ -14,7 +14,7 @@ from pathlib import Path
 
 from servers._common import ToolError
 
-__all__ = ["AllowedRoots"]
+__all__ = ["AllowedRoots", "env_path"]
 
 
 class AllowedRoots:
@@ -77,3 +77,9 @@ class AllowedRoots:
             if path == root or path.is_relative_to(root):
                 return str(path.relative_to(root)) or "."
         return str(path)
+
+
+def env_path(variable: str, default: Path) -> Path:
+    """A folder named by the launch environment variable ``variable`` (``default`` when unset or empty)."""
+    value = os.environ.get(variable, "")  # noqa: TID251 - a server process is configured by its launch env
+    return Path(value).expanduser() if value.strip() else default
