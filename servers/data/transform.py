@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import re
 from typing import Annotated, Literal
 
 from mcp_types import CallToolResult
@@ -23,6 +25,66 @@ from servers.data.store import (
 AggFunc = Literal["sum", "mean", "median", "min", "max", "count", "nunique", "std", "var", "first", "last"]
 OptionalName = Annotated[str | None, Field(pattern=NAME_PATTERN, description="also store the result under this name")]
 RowLimit = Annotated[int, Field(ge=1, le=5000, description="rows returned in the result table")]
+# Calls a query expression may make: pandas' math functions and read-only Series/str/dt methods. Anything else
+# (to_csv, pipe, apply, dunder attributes...) is refused before pandas evaluates the expression.
+SAFE_CALLS = frozenset(
+    [
+        "abs",
+        "sin",
+        "cos",
+        "tan",
+        "log",
+        "log10",
+        "log1p",
+        "exp",
+        "expm1",
+        "sqrt",
+        "sinh",
+        "cosh",
+        "tanh",
+        "arcsin",
+        "arccos",
+        "arctan",
+        "arcsinh",
+        "arccosh",
+        "arctanh",
+        "isin",
+        "isna",
+        "notna",
+        "isnull",
+        "notnull",
+        "between",
+        "round",
+        "contains",
+        "startswith",
+        "endswith",
+        "match",
+        "fullmatch",
+        "lower",
+        "upper",
+        "strip",
+        "len",
+    ]
+)
+
+
+def check_query(expr: str) -> None:
+    """Refuse query expressions that call anything but SAFE_CALLS or touch private or ``to_*`` attributes."""
+    source = re.sub(r"`[^`]*`", "_column", expr)
+    try:
+        tree = ast.parse(source, mode="eval")
+    except SyntaxError as exc:
+        raise ToolError(f"query {expr!r} is not a valid expression: {exc.msg}") from None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and (node.attr.startswith("_") or node.attr.startswith("to_")):
+            raise ToolError(f"query may not use the attribute {node.attr!r}")
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+            if name not in SAFE_CALLS:
+                raise ToolError(f"query may call only {', '.join(sorted(SAFE_CALLS))}; not {name or 'this'}")
+        if isinstance(node, ast.Lambda | ast.NamedExpr | ast.ListComp | ast.GeneratorExp | ast.DictComp | ast.SetComp):
+            raise ToolError("query may not contain lambdas, comprehensions or assignments")
 
 
 class TransformTools(Toolset):
@@ -35,8 +97,8 @@ class TransformTools(Toolset):
         name="df_query",
         description=(
             "Filter rows of a frame with a pandas query expression, e.g. \"age > 30 and city == 'Oslo'\" (backticks "
-            "for odd column names), optionally keeping some columns and sorting. Returns matching rows; `output` "
-            "stores them as a new frame."
+            "for odd column names; isin, between, str.contains and math functions allowed), optionally keeping some "
+            "columns and sorting. Returns matching rows; `output` stores them as a new frame."
         ),
         annotations=CREATES,
     )
@@ -51,6 +113,7 @@ class TransformTools(Toolset):
         limit: RowLimit = 50,
     ) -> CallToolResult:
         frame = self.store.get(name)
+        check_query(expr)
         try:
             result = frame.query(expr, local_dict={}, global_dict={})
         except Exception as exc:  # pandas raises many types for a bad expression

@@ -8,7 +8,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from mcp_types import CallToolResult
 from pydantic import Field
@@ -69,7 +69,7 @@ class SearchTools(Toolset):
         modified_after: Annotated[datetime | None, Field(description="ISO 8601; naive means UTC")] = None,
         modified_before: Annotated[datetime | None, Field(description="ISO 8601; naive means UTC")] = None,
         include_hidden: Annotated[bool, Field(description="include dot-files and dot-folders")] = False,
-        sort: Annotated[str, Field(pattern="^(name|newest|largest)$", description="name, newest or largest")] = "name",
+        sort: Annotated[Literal["name", "newest", "largest"], Field(description="order of the rows")] = "name",
         limit: Annotated[int, Field(ge=1, le=10_000, description="maximum rows returned")] = 500,
     ) -> CallToolResult:
         base = self.roots.existing_dir(folder)

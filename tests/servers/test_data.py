@@ -121,6 +121,15 @@ async def test_query_sql_groupby(client: Client) -> None:
     assert big["shape"][0] == len(want)
     assert big["rows"][0][2] == want.area.max()
     assert "query" in err(await client.call_tool("df_query", {"name": "sales", "expr": "nosuch > 1"}))
+    text_filter = ok(await client.call_tool("df_query", {"name": "sales", "expr": "city.str.startswith('Li')"}))
+    assert text_filter["shape"][0] == 40
+    for unsafe, why in [
+        ("city.to_csv('/tmp/x')", "to_csv"),
+        ("area.__class__", "__class__"),
+        ("area.pipe(print)", "may call only"),
+        ("(lambda: 1)()", "may call only"),
+    ]:
+        assert why in err(await client.call_tool("df_query", {"name": "sales", "expr": unsafe}))
     sql = ok(
         await client.call_tool(
             "df_sql",
