@@ -246,10 +246,15 @@ class FrameTools(Toolset):
     def df_fill_missing(
         self,
         name: FrameName,
-        strategy: Annotated[Literal["value", "mean", "median", "mode", "ffill", "bfill", "drop"], Field()],
+        strategy: Annotated[
+            Literal["value", "mean", "median", "mode", "ffill", "bfill", "drop"], Field(description="how to fill")
+        ],
         value: Annotated[str | float | None, Field(description="the constant for strategy=value")] = None,
         columns: Annotated[list[str] | None, Field(description="columns to treat (default all)")] = None,
-        output: Annotated[str | None, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")] = None,
+        output: Annotated[
+            str | None,
+            Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$", description="store under this name (default: replace)"),
+        ] = None,
     ) -> CallToolResult:
         frame = self.store.get(name).copy()
         cols = columns or [str(c) for c in frame.columns]

@@ -97,7 +97,9 @@ class PlotTools(Toolset):
         name: FrameName,
         category: Annotated[str, Field(description="column with the bar labels")],
         value: Annotated[str | None, Field(description="numeric column (default: count rows)")] = None,
-        agg: Annotated[Literal["sum", "mean", "median", "max", "min", "count"], Field()] = "sum",
+        agg: Annotated[
+            Literal["sum", "mean", "median", "max", "min", "count"], Field(description="aggregation per category")
+        ] = "sum",
         top: Annotated[int, Field(ge=1, le=200, description="largest N bars")] = 20,
         horizontal: Annotated[bool, Field(description="horizontal bars")] = False,
         title: Title = None,

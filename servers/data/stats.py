@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 Alpha = Annotated[float, Field(gt=0, lt=0.5, description="significance level")]
+Column = Annotated[str, Field(min_length=1, description="numeric column to test")]
+GroupColumn = Annotated[str, Field(min_length=1, description="category column defining the groups")]
 
 
 def _f(value: Any) -> float | None:
@@ -63,7 +65,9 @@ class StatsTools(Toolset):
         self,
         name: FrameName,
         columns: Annotated[list[str] | None, Field(description="numeric columns (default all)")] = None,
-        method: Annotated[Literal["pearson", "spearman", "kendall"], Field()] = "pearson",
+        method: Annotated[
+            Literal["pearson", "spearman", "kendall"], Field(description="correlation coefficient")
+        ] = "pearson",
     ) -> CallToolResult:
         from scipy import stats
 
@@ -95,13 +99,15 @@ class StatsTools(Toolset):
     def stats_ttest(
         self,
         name: FrameName,
-        kind: Annotated[Literal["one-sample", "two-sample", "paired"], Field()],
+        kind: Annotated[Literal["one-sample", "two-sample", "paired"], Field(description="which t-test")],
         column: Annotated[str, Field(description="numeric column (the first one for paired)")],
         mu: Annotated[float, Field(description="hypothesised mean (one-sample)")] = 0.0,
         group: Annotated[str | None, Field(description="two-valued column (two-sample)")] = None,
         other: Annotated[str | None, Field(description="second numeric column (paired)")] = None,
         equal_var: Annotated[bool, Field(description="pooled variance instead of Welch (two-sample)")] = False,
-        alternative: Annotated[Literal["two-sided", "less", "greater"], Field()] = "two-sided",
+        alternative: Annotated[
+            Literal["two-sided", "less", "greater"], Field(description="alternative hypothesis")
+        ] = "two-sided",
         alpha: Alpha = 0.05,
     ) -> CallToolResult:
         from scipy import stats
@@ -207,7 +213,7 @@ class StatsTools(Toolset):
         ),
         annotations=READ_ONLY,
     )
-    def stats_normality(self, name: FrameName, column: str, alpha: Alpha = 0.05) -> CallToolResult:
+    def stats_normality(self, name: FrameName, column: Column, alpha: Alpha = 0.05) -> CallToolResult:
         from scipy import stats
 
         x = _numeric(self.store.column(name, column), f"column {column!r}")
@@ -232,7 +238,7 @@ class StatsTools(Toolset):
         ),
         annotations=READ_ONLY,
     )
-    def stats_anova(self, name: FrameName, value: str, group: str) -> CallToolResult:
+    def stats_anova(self, name: FrameName, value: Column, group: GroupColumn) -> CallToolResult:
         from scipy import stats
 
         parts = _groups(self.store.get(name), value, group, name)

@@ -245,8 +245,10 @@ class TransformTools(Toolset):
         id_columns: Annotated[list[str], Field(min_length=1, description="identifier columns kept as they are")],
         output: NewFrameName,
         value_columns: Annotated[list[str] | None, Field(description="columns to unpivot")] = None,
-        var_name: Annotated[str, Field(min_length=1, max_length=64)] = "variable",
-        value_name: Annotated[str, Field(min_length=1, max_length=64)] = "value",
+        var_name: Annotated[
+            str, Field(min_length=1, max_length=64, description="column for the old names")
+        ] = "variable",
+        value_name: Annotated[str, Field(min_length=1, max_length=64, description="column for the values")] = "value",
     ) -> CallToolResult:
         frame = self.store.get(name)
         check_columns(frame, id_columns + (value_columns or []), name)
@@ -273,7 +275,7 @@ class TransformTools(Toolset):
         on: Annotated[list[str] | None, Field(description="key columns present in both frames")] = None,
         left_on: Annotated[list[str] | None, Field(description="keys in the left frame")] = None,
         right_on: Annotated[list[str] | None, Field(description="keys in the right frame")] = None,
-        how: Annotated[Literal["inner", "left", "right", "outer", "cross"], Field()] = "inner",
+        how: Annotated[Literal["inner", "left", "right", "outer", "cross"], Field(description="join type")] = "inner",
         indicator: Annotated[bool, Field(description="add a _merge column")] = False,
     ) -> CallToolResult:
         a, b = self.store.get(left), self.store.get(right)

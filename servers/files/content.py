@@ -101,7 +101,9 @@ class ContentTools(Toolset):
     def checksum(
         self,
         paths: Annotated[list[str], Field(min_length=1, max_length=500, description="files to hash")],
-        algorithm: Annotated[Literal["md5", "sha1", "sha256", "sha512", "blake2b", "sha3_256"], Field()] = "sha256",
+        algorithm: Annotated[
+            Literal["md5", "sha1", "sha256", "sha512", "blake2b", "sha3_256"], Field(description="hash")
+        ] = "sha256",
         expected: Annotated[str | None, Field(pattern="^[0-9a-fA-F]+$", description="hex digest to compare")] = None,
     ) -> CallToolResult:
         rows = []

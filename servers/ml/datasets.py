@@ -10,7 +10,7 @@ from pydantic import Field
 from servers._common import ToolError, json_result, table_result
 from servers._hints import CREATES, READ_ONLY
 from servers._toolset import Toolset, tool
-from servers.ml.state import Dataset, DatasetName, MLState, NewName, Task
+from servers.ml.state import NAME_PATTERN, Dataset, DatasetName, MLState, NewName, Task
 
 # name -> (sklearn loader, task, what it is); all ship inside scikit-learn, none is fetched.
 BUNDLED: dict[str, tuple[str, Task, str]] = {
@@ -146,8 +146,8 @@ class DatasetTools(Toolset):
         test_size: Annotated[float, Field(gt=0, lt=1, description="fraction held out for testing")] = 0.25,
         stratify: Annotated[bool, Field(description="keep class proportions (classification)")] = True,
         seed: Annotated[int, Field(ge=0, description="random seed")] = 0,
-        train_name: Annotated[str | None, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")] = None,
-        test_name: Annotated[str | None, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")] = None,
+        train_name: Annotated[str | None, Field(pattern=NAME_PATTERN, description="default <name>_train")] = None,
+        test_name: Annotated[str | None, Field(pattern=NAME_PATTERN, description="default <name>_test")] = None,
     ) -> CallToolResult:
         import numpy as np
         from sklearn.model_selection import train_test_split

@@ -111,7 +111,7 @@ class EvaluationTools(Toolset):
         dataset: DatasetName,
         repeats: Annotated[int, Field(ge=1, le=50, description="shuffles per feature")] = 5,
         top: Annotated[int, Field(ge=1, le=1000, description="features returned")] = 20,
-        seed: Annotated[int, Field(ge=0)] = 0,
+        seed: Annotated[int, Field(ge=0, description="random seed")] = 0,
     ) -> CallToolResult:
         from sklearn.inspection import permutation_importance
 

@@ -18,9 +18,10 @@ from pydantic import Field
 from servers._common import ToolError, json_result
 from servers._hints import CREATES, READ_ONLY, REPLACES
 from servers._toolset import Toolset, tool
-from servers.ml.state import DatasetName, MLState, Model, ModelName
+from servers.ml.state import NAME_PATTERN, MLState, Model, ModelName
 
 Rows = Annotated[list[list[float]] | None, Field(max_length=10_000, description="feature rows")]
+InputDataset = Annotated[str | None, Field(pattern=NAME_PATTERN, description="dataset to run the model on")]
 
 
 def _sha256(path: Path) -> str:
@@ -75,7 +76,9 @@ class PersistTools(Toolset):
         annotations=CREATES,
     )
     def ml_load_model(
-        self, name: ModelName, output: Annotated[str | None, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")] = None
+        self,
+        name: ModelName,
+        output: Annotated[str | None, Field(pattern=NAME_PATTERN, description="load under this name instead")] = None,
     ) -> CallToolResult:
         import joblib
 
@@ -111,7 +114,9 @@ class PersistTools(Toolset):
     def ml_export_onnx(
         self,
         model: ModelName,
-        output: Annotated[str | None, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")] = None,
+        output: Annotated[
+            str | None, Field(pattern=NAME_PATTERN, description="file name (default: the model name)")
+        ] = None,
         opset: Annotated[int | None, Field(ge=9, le=21, description="target ONNX opset (default: latest)")] = None,
     ) -> CallToolResult:
         from skl2onnx import convert_sklearn
@@ -151,7 +156,7 @@ class PersistTools(Toolset):
         ),
         annotations=READ_ONLY,
     )
-    def ml_onnx_infer(self, name: ModelName, dataset: DatasetName | None = None, rows: Rows = None) -> CallToolResult:
+    def ml_onnx_infer(self, name: ModelName, dataset: InputDataset = None, rows: Rows = None) -> CallToolResult:
         import numpy as np
         import onnxruntime as ort
 

@@ -16,7 +16,7 @@ from pydantic import Field
 from servers._common import ToolError, json_result, table_result
 from servers._hints import CREATES, READ_ONLY
 from servers._toolset import Toolset, tool
-from servers.ml.state import Dataset, MLState, Model, NewName
+from servers.ml.state import NAME_PATTERN, Dataset, MLState, Model, NewName
 
 TextList = Annotated[list[str], Field(min_length=1, max_length=5000, description="texts (each at most 20k chars)")]
 MAX_TEXT = 20_000
@@ -73,7 +73,9 @@ class TextTools(Toolset):
     def ml_embed_texts(
         self,
         texts: TextList,
-        output: Annotated[str | None, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")] = None,
+        output: Annotated[
+            str | None, Field(pattern=NAME_PATTERN, description="store the vectors as this dataset")
+        ] = None,
         include_vectors: Annotated[bool, Field(description="return the vectors in the result")] = False,
     ) -> CallToolResult:
         vectors = embed(texts)
@@ -101,7 +103,7 @@ class TextTools(Toolset):
     )
     def ml_similarity(
         self,
-        query: Annotated[str, Field(min_length=1, max_length=MAX_TEXT)],
+        query: Annotated[str, Field(min_length=1, max_length=MAX_TEXT, description="the text to match")],
         candidates: TextList,
         top_k: Annotated[int, Field(ge=1, le=1000, description="results returned")] = 5,
     ) -> CallToolResult:
@@ -128,7 +130,9 @@ class TextTools(Toolset):
         texts: TextList,
         labels: Annotated[list[str], Field(min_length=2, max_length=5000, description="one label per text")],
         output: NewName,
-        algorithm: Annotated[Literal["logistic_regression", "linear_svm"], Field()] = "logistic_regression",
+        algorithm: Annotated[
+            Literal["logistic_regression", "linear_svm"], Field(description="classifier after TF-IDF")
+        ] = "logistic_regression",
         analyzer: Annotated[Literal["word", "char_wb"], Field(description="word or character n-grams")] = "word",
         ngram_max: Annotated[int, Field(ge=1, le=5, description="longest n-gram")] = 2,
         dataset: Annotated[

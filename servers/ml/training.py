@@ -12,9 +12,13 @@ from servers._hints import CREATES, READ_ONLY
 from servers._toolset import Toolset, tool
 from servers.ml import estimators
 from servers.ml.estimators import Classifier, Param, Regressor
-from servers.ml.state import Dataset, DatasetName, MLState, Model, ModelName, NewName
+from servers.ml.state import NAME_PATTERN, Dataset, DatasetName, MLState, Model, ModelName, NewName
 
 Params = Annotated[dict[str, Param], Field(description="estimator parameters, e.g. {'n_estimators': 200}")]
+OptionalParams = Annotated[
+    dict[str, Param] | None, Field(description="estimator parameters, e.g. {'n_estimators': 200}")
+]
+InputDataset = Annotated[str | None, Field(pattern=NAME_PATTERN, description="dataset to predict for")]
 Folds = Annotated[int, Field(ge=2, le=20, description="number of cross-validation folds")]
 Seed = Annotated[int, Field(ge=0, description="random seed")]
 Rows = Annotated[list[list[float]] | None, Field(max_length=10_000, description="feature rows, in the model's order")]
@@ -70,8 +74,8 @@ class TrainingTools(Toolset):
         self,
         dataset: DatasetName,
         output: NewName,
-        algorithm: Classifier = "random_forest",
-        params: Params | None = None,
+        algorithm: Annotated[Classifier, Field(description="classification algorithm")] = "random_forest",
+        params: OptionalParams = None,
         seed: Seed = 0,
     ) -> CallToolResult:
         return self._train("classification", algorithm, dataset, output, params or {}, seed)
@@ -89,8 +93,8 @@ class TrainingTools(Toolset):
         self,
         dataset: DatasetName,
         output: NewName,
-        algorithm: Regressor = "random_forest",
-        params: Params | None = None,
+        algorithm: Annotated[Regressor, Field(description="regression algorithm")] = "random_forest",
+        params: OptionalParams = None,
         seed: Seed = 0,
     ) -> CallToolResult:
         return self._train("regression", algorithm, dataset, output, params or {}, seed)
@@ -109,7 +113,7 @@ class TrainingTools(Toolset):
         dataset: DatasetName,
         algorithm: Annotated[str, Field(min_length=1, description="as in ml_train_*")],
         folds: Folds = 5,
-        params: Params | None = None,
+        params: OptionalParams = None,
         seed: Seed = 0,
     ) -> CallToolResult:
         from sklearn.model_selection import KFold, StratifiedKFold, cross_validate
@@ -152,7 +156,7 @@ class TrainingTools(Toolset):
         algorithm: Annotated[str, Field(min_length=1, description="as in ml_train_*")],
         param_grid: Annotated[dict[str, list[Param]], Field(min_length=1, description="parameter -> candidates")],
         output: NewName,
-        mode: Annotated[Literal["grid", "random"], Field()] = "grid",
+        mode: Annotated[Literal["grid", "random"], Field(description="every combination or n_iter samples")] = "grid",
         n_iter: Annotated[int, Field(ge=1, le=200, description="candidates tried by random search")] = 10,
         folds: Folds = 5,
         scoring: Annotated[str | None, Field(description="sklearn scorer name; default accuracy / r2")] = None,
@@ -234,7 +238,7 @@ class TrainingTools(Toolset):
         annotations=READ_ONLY,
     )
     def ml_predict(
-        self, model: ModelName, dataset: DatasetName | None = None, rows: Rows = None, texts: Texts = None
+        self, model: ModelName, dataset: InputDataset = None, rows: Rows = None, texts: Texts = None
     ) -> CallToolResult:
         entry = self.state.model_for(model)
         if entry.task == "unsupervised":
@@ -256,7 +260,7 @@ class TrainingTools(Toolset):
         annotations=READ_ONLY,
     )
     def ml_predict_proba(
-        self, model: ModelName, dataset: DatasetName | None = None, rows: Rows = None, texts: Texts = None
+        self, model: ModelName, dataset: InputDataset = None, rows: Rows = None, texts: Texts = None
     ) -> CallToolResult:
         entry = self.state.model_for(model)
         if entry.task not in ("classification", "text-classification") or not hasattr(entry.estimator, "predict_proba"):

@@ -48,12 +48,14 @@ class UnsupervisedTools(Toolset):
     def ml_cluster(
         self,
         dataset: DatasetName,
-        algorithm: Annotated[Literal["kmeans", "agglomerative", "dbscan"], Field()] = "kmeans",
+        algorithm: Annotated[
+            Literal["kmeans", "agglomerative", "dbscan"], Field(description="clustering algorithm")
+        ] = "kmeans",
         n_clusters: Annotated[int, Field(ge=2, le=200, description="clusters (kmeans, agglomerative)")] = 3,
         eps: Annotated[float, Field(gt=0, description="neighbourhood radius (dbscan)")] = 0.5,
         min_samples: Annotated[int, Field(ge=1, le=1000, description="core point size (dbscan)")] = 5,
         scale: Annotated[bool, Field(description="standardise features first")] = True,
-        seed: Annotated[int, Field(ge=0)] = 0,
+        seed: Annotated[int, Field(ge=0, description="random seed")] = 0,
         output: OptionalOutput = None,
     ) -> CallToolResult:
         from sklearn.cluster import DBSCAN, AgglomerativeClustering, KMeans
@@ -100,10 +102,10 @@ class UnsupervisedTools(Toolset):
     def ml_reduce_dims(
         self,
         dataset: DatasetName,
-        method: Annotated[Literal["pca", "svd", "tsne"], Field()] = "pca",
+        method: Annotated[Literal["pca", "svd", "tsne"], Field(description="projection method")] = "pca",
         components: Annotated[int, Field(ge=1, le=100, description="output dimensions")] = 2,
         scale: Annotated[bool, Field(description="standardise features first")] = True,
-        seed: Annotated[int, Field(ge=0)] = 0,
+        seed: Annotated[int, Field(ge=0, description="random seed")] = 0,
         output: OptionalOutput = None,
     ) -> CallToolResult:
         from sklearn.decomposition import PCA, TruncatedSVD
@@ -157,10 +159,10 @@ class UnsupervisedTools(Toolset):
     def ml_detect_anomalies(
         self,
         dataset: DatasetName,
-        method: Annotated[Literal["isolation_forest", "lof"], Field()] = "isolation_forest",
+        method: Annotated[Literal["isolation_forest", "lof"], Field(description="detector")] = "isolation_forest",
         contamination: Annotated[float, Field(gt=0, le=0.5, description="expected share of anomalies")] = 0.05,
         scale: Annotated[bool, Field(description="standardise features first")] = True,
-        seed: Annotated[int, Field(ge=0)] = 0,
+        seed: Annotated[int, Field(ge=0, description="random seed")] = 0,
     ) -> CallToolResult:
         import numpy as np
         from sklearn.ensemble import IsolationForest
