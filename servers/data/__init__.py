@@ -1,0 +1,1 @@
+"""First-party MCP server `data` (see servers/README.md)."""

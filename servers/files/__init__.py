@@ -1,0 +1,1 @@
+"""First-party MCP server `files` (see servers/README.md)."""

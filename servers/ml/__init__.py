@@ -1,0 +1,1 @@
+"""First-party MCP server `ml` (see servers/README.md)."""
