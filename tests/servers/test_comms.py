@@ -117,9 +117,8 @@ async def fail(client: Client, tool: str, **args: Any) -> str:
     return err(await client.call_tool(tool, args))
 
 
-def imap_append(raw: bytes, flags: str = "") -> None:
+def imap_append(port: int, raw: bytes, flags: str = "") -> None:
     """Deliver a message straight into the test user's INBOX (test setup, not the tool under test)."""
-    port = int(__import__("os").environ["COMMS_IMAP_PORT"])  # set by the imap fixture
     conn = imaplib.IMAP4("127.0.0.1", port, timeout=10)
     try:
         conn.login(svc.IMAP_USER, svc.IMAP_PASSWORD)
@@ -185,7 +184,7 @@ async def test_email_send_html_attachments_over_starttls_then_read_back_over_ima
     assert "audit@example.org" not in str(message)
     assert message["Message-ID"] == sent["messageId"]
 
-    imap_append(message.as_bytes())
+    imap_append(imap, message.as_bytes())
     listed = await call(client, "email_list", subject_contains="Quarterly")
     assert listed["rowCount"] == 1
     uid = listed["rows"][0][0]
@@ -231,9 +230,9 @@ async def unseen_in(client: Client, mailbox: str) -> int:
 
 
 async def test_imap_list_flags_move_and_expunge(client: Client, imap: int) -> None:
-    imap_append(note("Carol <carol@example.org>", "lunch?", "Pizza at noon"))
-    imap_append(note("dave@example.org", "invoice 42", "Please pay"), flags="\\Seen")
-    imap_append(note("carol@example.org", "re: lunch?", "Sushi instead"))
+    imap_append(imap, note("Carol <carol@example.org>", "lunch?", "Pizza at noon"))
+    imap_append(imap, note("dave@example.org", "invoice 42", "Please pay"), flags="\\Seen")
+    imap_append(imap, note("carol@example.org", "re: lunch?", "Sushi instead"))
 
     boxes = {r[0]: r for r in (await call(client, "email_list_mailboxes"))["rows"]}
     assert {"INBOX", "Archive", "Trash"} <= set(boxes)
