@@ -75,9 +75,10 @@ def process(args: list[str], port: int, log: Path) -> Iterator[subprocess.Popen[
 
 
 @contextmanager
-def dovecot() -> Iterator[int]:
-    """Dovecot IMAP in the foreground (``-F``), plaintext on loopback, one user with INBOX, Archive and Trash."""
-    port = free_port()
+def dovecot(cert: Path, key: Path) -> Iterator[tuple[int, int]]:
+    """Dovecot IMAP in the foreground (``-F``) on loopback: (plain/STARTTLS port, implicit-TLS port), one user with
+    INBOX, Archive and Trash."""
+    port, tls_port = free_port(), free_port()
     root = Path(tempfile.mkdtemp(prefix="comms-dovecot-"))
     root.chmod(0o755)  # the mail processes run as an unprivileged user and must reach the Maildir
     try:
@@ -97,7 +98,9 @@ log_path = {root}/dovecot.log
 protocols = imap
 listen = 127.0.0.1
 first_valid_uid = 1
-ssl = no
+ssl = yes
+ssl_cert = <{cert}
+ssl_key = <{key}
 disable_plaintext_auth = no
 auth_mechanisms = plain login
 default_internal_user = {service_user}
@@ -130,7 +133,8 @@ service imap-login {{
     port = {port}
   }}
   inet_listener imaps {{
-    port = 0
+    address = 127.0.0.1
+    port = {tls_port}
   }}
 }}
 service anvil {{
@@ -138,7 +142,8 @@ service anvil {{
 }}
 """)
         with process(["dovecot", "-F", "-c", str(conf)], port, root / "stdout.log"):
-            yield port
+            wait_for_port(tls_port, None, None)
+            yield port, tls_port
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -198,7 +203,8 @@ class Mailbox:
 
     async def handle_DATA(self, server: Any, session: Session, envelope: Envelope) -> str:
         content = envelope.original_content or b""
-        tls = session.ssl is not None
+        implicit = server.transport is not None and server.transport.get_extra_info("ssl_object") is not None
+        tls = session.ssl is not None or implicit
         self.received.append((str(envelope.mail_from), list(envelope.rcpt_tos), message_from_bytes(content), tls))
         return "250 OK"
 
@@ -212,21 +218,18 @@ def _authenticate(server: Any, session: Session, envelope: Envelope, mechanism: 
 
 
 @contextmanager
-def smtp(cert: Path, key: Path) -> Iterator[tuple[int, Mailbox]]:
-    """aiosmtpd requiring STARTTLS and AUTH (LOGIN/PLAIN) before mail."""
+def smtp(cert: Path, key: Path, *, implicit_tls: bool = False) -> Iterator[tuple[int, Mailbox]]:
+    """aiosmtpd requiring STARTTLS and AUTH (LOGIN/PLAIN) before mail, or speaking implicit TLS without AUTH
+    (aiosmtpd counts only STARTTLS as TLS for AUTH)."""
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert, key)
     mailbox = Mailbox()
-    controller = Controller(
-        mailbox,
-        hostname="127.0.0.1",
-        port=free_port(),
-        tls_context=context,
-        require_starttls=True,
-        authenticator=_authenticate,
-        auth_required=True,
-        ready_timeout=READY_TIMEOUT,
+    options: dict[str, Any] = (
+        {"ssl_context": context}
+        if implicit_tls
+        else {"tls_context": context, "require_starttls": True, "authenticator": _authenticate, "auth_required": True}
     )
+    controller = Controller(mailbox, hostname="127.0.0.1", port=free_port(), ready_timeout=READY_TIMEOUT, **options)
     controller.start()
     try:
         yield controller.port, mailbox

@@ -42,9 +42,16 @@ def env() -> Iterator[pytest.MonkeyPatch]:
 
 
 @pytest.fixture(scope="module")
-def smtp(env: pytest.MonkeyPatch, tmp: Path) -> Iterator[svc.Mailbox]:
+def cert(env: pytest.MonkeyPatch, tmp: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 that the server trusts through COMMS_TLS_CA_FILE."""
     cert, key = svc.self_signed(tmp)
-    with svc.smtp(cert, key) as (port, mailbox):
+    env.setenv("COMMS_TLS_CA_FILE", str(cert))
+    return cert, key
+
+
+@pytest.fixture(scope="module")
+def smtp(env: pytest.MonkeyPatch, cert: tuple[Path, Path]) -> Iterator[svc.Mailbox]:
+    with svc.smtp(*cert) as (port, mailbox):
         for name, value in {
             "COMMS_SMTP_HOST": "127.0.0.1",
             "COMMS_SMTP_PORT": str(port),
@@ -52,22 +59,27 @@ def smtp(env: pytest.MonkeyPatch, tmp: Path) -> Iterator[svc.Mailbox]:
             "COMMS_SMTP_USERNAME": svc.SMTP_USER,
             "COMMS_SMTP_PASSWORD": svc.SMTP_PASSWORD,
             "COMMS_SMTP_FROM": "bot@example.org",
-            "COMMS_TLS_CA_FILE": str(cert),
         }.items():
             env.setenv(name, value)
         yield mailbox
 
 
 @pytest.fixture(scope="module")
-def imap(env: pytest.MonkeyPatch) -> Iterator[int]:
+def imap_ports(env: pytest.MonkeyPatch, cert: tuple[Path, Path]) -> Iterator[tuple[int, int]]:
     _need("dovecot")
-    with svc.dovecot() as port:
-        env.setenv("COMMS_IMAP_HOST", "127.0.0.1")
-        env.setenv("COMMS_IMAP_PORT", str(port))
-        env.setenv("COMMS_IMAP_SECURITY", "none")
-        env.setenv("COMMS_IMAP_USERNAME", svc.IMAP_USER)
-        env.setenv("COMMS_IMAP_PASSWORD", svc.IMAP_PASSWORD)
-        yield port
+    with svc.dovecot(*cert) as ports:
+        yield ports
+
+
+@pytest.fixture(scope="module")
+def imap(env: pytest.MonkeyPatch, imap_ports: tuple[int, int]) -> Iterator[int]:
+    port = imap_ports[0]
+    env.setenv("COMMS_IMAP_HOST", "127.0.0.1")
+    env.setenv("COMMS_IMAP_PORT", str(port))
+    env.setenv("COMMS_IMAP_SECURITY", "none")
+    env.setenv("COMMS_IMAP_USERNAME", svc.IMAP_USER)
+    env.setenv("COMMS_IMAP_PASSWORD", svc.IMAP_PASSWORD)
+    yield port
 
 
 @pytest.fixture(scope="module")
@@ -222,6 +234,34 @@ async def test_email_send_errors(client: Client, smtp: svc.Mailbox, monkeypatch:
     assert "login refused" in await fail(client, "email_send", to=["a@example.org"], subject="x", text="y")
     monkeypatch.delenv("COMMS_SMTP_HOST")
     assert "COMMS_SMTP_HOST" in await fail(client, "email_send", to=["a@example.org"], subject="x", text="y")
+
+
+async def test_email_send_over_implicit_tls(
+    client: Client, cert: tuple[Path, Path], smtp: svc.Mailbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with svc.smtp(*cert, implicit_tls=True) as (port, mailbox):
+        monkeypatch.setenv("COMMS_SMTP_PORT", str(port))
+        monkeypatch.setenv("COMMS_SMTP_SECURITY", "ssl")
+        monkeypatch.delenv("COMMS_SMTP_USERNAME")  # this server takes mail without AUTH
+        sent = await call(client, "email_send", to=["ana@example.org"], subject="tls", text="over TLS")
+        assert sent["accepted"] == ["ana@example.org"]
+        assert [(m["Subject"], tls) for _, _, m, tls in mailbox.received] == [("tls", True)]
+        monkeypatch.delenv("COMMS_TLS_CA_FILE")  # the self-signed certificate is no longer trusted
+        assert "CERTIFICATE_VERIFY_FAILED" in await fail(
+            client, "email_send", to=["a@example.org"], subject="x", text="y"
+        )
+
+
+async def test_imap_over_starttls_and_implicit_tls(
+    client: Client, imap: int, imap_ports: tuple[int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COMMS_IMAP_SECURITY", "starttls")
+    assert "INBOX" in {r[0] for r in (await call(client, "email_list_mailboxes"))["rows"]}
+    monkeypatch.setenv("COMMS_IMAP_SECURITY", "ssl")
+    monkeypatch.setenv("COMMS_IMAP_PORT", str(imap_ports[1]))
+    assert "INBOX" in {r[0] for r in (await call(client, "email_list_mailboxes"))["rows"]}
+    monkeypatch.delenv("COMMS_TLS_CA_FILE")
+    assert "CERTIFICATE_VERIFY_FAILED" in await fail(client, "email_list_mailboxes")
 
 
 async def unseen_in(client: Client, mailbox: str) -> int:
