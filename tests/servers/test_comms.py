@@ -72,14 +72,14 @@ def imap_ports(env: pytest.MonkeyPatch, cert: tuple[Path, Path]) -> Iterator[tup
 
 
 @pytest.fixture(scope="module")
-def imap(env: pytest.MonkeyPatch, imap_ports: tuple[int, int]) -> Iterator[int]:
+def imap(env: pytest.MonkeyPatch, imap_ports: tuple[int, int]) -> int:
     port = imap_ports[0]
     env.setenv("COMMS_IMAP_HOST", "127.0.0.1")
     env.setenv("COMMS_IMAP_PORT", str(port))
     env.setenv("COMMS_IMAP_SECURITY", "none")
     env.setenv("COMMS_IMAP_USERNAME", svc.IMAP_USER)
     env.setenv("COMMS_IMAP_PASSWORD", svc.IMAP_PASSWORD)
-    yield port
+    return port
 
 
 @pytest.fixture(scope="module")
