@@ -327,29 +327,33 @@ async def test_mqtt_publish_and_collect(client: Client, mqtt: int) -> None:
     assert retained["rows"] == [["home/kitchen/temp", "21.5", "text", 0, True]]
     assert retained["complete"] is True
 
+    raw = base64.b64encode(b"\xff\x01").decode()
+    await call(client, "mqtt_publish", topic="raw/bin", payload=raw, encoding="base64", retain=True, qos=2)
+    binary = await call(client, "mqtt_collect", topics=["raw/#"], max_messages=1, seconds=5)
+    assert binary["rows"] == [["raw/bin", raw, "base64", 0, True]]
+
+    # Live messages: publish s0, s1, s2, s0, ... until the collector has three; it only sees those sent after it
+    # subscribed, so it gets three consecutive ones of the cycle.
     results: dict[str, Any] = {}
+    collected = anyio.Event()
 
     async def collect() -> None:
         results["live"] = await call(client, "mqtt_collect", topics=["sensors/#"], max_messages=3, seconds=15, qos=1)
+        collected.set()
 
     started = time.monotonic()
     async with anyio.create_task_group() as tg:
         tg.start_soon(collect)
-        await anyio.sleep(0.7)  # let the subscription settle
-        for i in range(3):
-            await call(client, "mqtt_publish", topic=f"sensors/s{i}", payload=f"v{i}", qos=1)
-        await call(
-            client,
-            "mqtt_publish",
-            topic="sensors/raw",
-            payload=base64.b64encode(b"\xff\x01").decode(),
-            encoding="base64",
-        )
-    assert [r[:2] for r in results["live"]["rows"]] == [
-        ["sensors/s0", "v0"],
-        ["sensors/s1", "v1"],
-        ["sensors/s2", "v2"],
-    ]
+        sent = 0
+        while not collected.is_set() and sent < 300:
+            await call(client, "mqtt_publish", topic=f"sensors/s{sent % 3}", payload=f"v{sent % 3}", qos=1)
+            sent += 1
+            await anyio.sleep(0.05)
+    rows = [r[:2] for r in results["live"]["rows"]]
+    assert len(rows) == 3
+    assert sorted(rows) == [["sensors/s0", "v0"], ["sensors/s1", "v1"], ["sensors/s2", "v2"]]
+    first = int(rows[0][1][1])
+    assert [r[1] for r in rows] == [f"v{(first + k) % 3}" for k in range(3)]  # in publish order
     assert time.monotonic() - started < 10  # returned on the third message, not after 15 s
 
     quiet = await call(client, "mqtt_collect", topics=["nobody/talks"], seconds=0.5)
