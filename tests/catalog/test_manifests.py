@@ -130,7 +130,7 @@ async def test_seeded_snapshots_answer_tools_list_before_any_install(tmp_path: P
     for name, data in catalog_snapshots(settings).items():
         store.save(name, Listing.from_json(data))
     per_server = stats(settings, load_catalog(settings))["servers"]
-    expected = sum(per_server[i]["tools"] for i in THIRD_PARTY)  # only the enabled ones, not the first-party servers
+    expected = sum(per_server[i]["tools"] for i in THIRD_PARTY)  # the enabled ones (first-party servers are not)
     async with Hub.open(hub_settings) as hub, Client(build_server(hub)) as client:
         tools = (await client.list_tools()).tools
     assert len(tools) == expected

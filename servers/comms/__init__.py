@@ -1,0 +1,1 @@
+"""First-party MCP server ``comms``: email (SMTP, IMAP), MQTT, IRC, chat webhooks and Apprise notifications."""
