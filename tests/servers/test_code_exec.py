@@ -126,8 +126,11 @@ async def test_limits_stop_runaway_code_and_are_reported(client: Client) -> None
 async def test_exec_node_and_bash(client: Client) -> None:
     node = ok(await client.call_tool("exec_node", {"code": "console.log([1, 2, 3].map(x => x * 2).join(','))"}))
     assert node["stdout"].strip() == "2,4,6"
-    bash = ok(await client.call_tool("exec_bash", {"script": "read name; echo \"hi $name\"; echo oops >&2; exit 4",
-                                                    "stdin": "bob\n"}))  # fmt: skip
+    bash = ok(
+        await client.call_tool(
+            "exec_bash", {"script": 'read name; echo "hi $name"; echo oops >&2; exit 4', "stdin": "bob\n"}
+        )
+    )
     assert bash["stdout"] == "hi bob\n"
     assert bash["stderr"] == "oops\n"
     assert bash["exit_code"] == 4
@@ -191,8 +194,11 @@ async def test_kernel_keeps_state_shows_images_and_reports_errors(client: Client
         failed = ok(await client.call_tool("kernel_execute", {"kernel_id": kid, "code": "1 / 0"}))
         assert failed["status"] == "error"
         assert failed["error"]["name"] == "ZeroDivisionError"
-        slow = ok(await client.call_tool("kernel_execute", {"kernel_id": kid, "code": "import time; time.sleep(30)",
-                                                            "timeout": 1}))  # fmt: skip
+        slow = ok(
+            await client.call_tool(
+                "kernel_execute", {"kernel_id": kid, "code": "import time; time.sleep(30)", "timeout": 1}
+            )
+        )
         assert slow["timed_out"] is True
         after = ok(await client.call_tool("kernel_execute", {"kernel_id": kid, "code": "x"}))
         assert after["results"] == ["20"]
@@ -206,25 +212,30 @@ async def test_kernel_keeps_state_shows_images_and_reports_errors(client: Client
     assert ok(await client.call_tool("kernel_list", {}))["rows"] == []
 
 
-async def test_kernel_interrupt_stops_a_running_cell(client: Client) -> None:
+async def test_kernel_interrupt_stops_a_running_cell(client: Client, victim: socket.socket) -> None:
     kid = ok(await client.call_tool("kernel_start", {}))["kernel_id"]
+    started = server.pool.kernels[kid].folder / "started"  # the kernel's own folder, its working directory
     results = {}
 
     async def long_cell() -> None:
-        code = "import time\nprint('go', flush=True)\ntime.sleep(60)"
+        code = "import pathlib, time\npathlib.Path('started').touch()\ntime.sleep(60)"
         results["cell"] = ok(await client.call_tool("kernel_execute", {"kernel_id": kid, "code": code}))
 
     try:
         with anyio.fail_after(30):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(long_cell)
-                await anyio.sleep(1.5)
+                while not await anyio.Path(started).exists():  # noqa: ASYNC110 - the signal is a file the sandbox writes
+                    await anyio.sleep(0.05)
                 interrupted = ok(await client.call_tool("kernel_interrupt", {"kernel_id": kid}))
                 assert interrupted["interrupted"] is True
         assert results["cell"]["error"]["name"] == "KeyboardInterrupt"
-        net = ok(await client.call_tool("kernel_execute", {"kernel_id": kid, "code": (
-            "import socket\ntry:\n    socket.create_connection(('1.1.1.1', 53), timeout=1)\n    print('ESCAPED')\n"
-            "except OSError as e:\n    print('blocked')")}))  # fmt: skip
+        port = victim.getsockname()[1]
+        code = (
+            f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=1)\n"
+            "    print('ESCAPED')\nexcept OSError as e:\n    print('blocked')"
+        )
+        net = ok(await client.call_tool("kernel_execute", {"kernel_id": kid, "code": code}))
         assert net["stdout"].strip() == "blocked"
     finally:
         ok(await client.call_tool("kernel_shutdown", {"kernel_id": kid}))
@@ -252,8 +263,11 @@ async def test_static_python_tools(client: Client) -> None:
     assert by_name["LIMIT"]["kind"] == "variable"
     assert "syntax error" in err(await client.call_tool("python_ast_outline", {"code": "class:"}))
     imports = ok(await client.call_tool("python_imports", {"code": source}))
-    assert [r[:3] for r in imports["rows"]] == [["os", "os", "stdlib"], ["numpy", "numpy", "third-party"],
-                                                [".", "", "relative"]]  # fmt: skip
+    assert [r[:3] for r in imports["rows"]] == [
+        ["os", "os", "stdlib"],
+        ["numpy", "numpy", "third-party"],
+        [".", "", "relative"],
+    ]
     assert imports["third_party"] == ["numpy"]
 
 
