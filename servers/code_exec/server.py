@@ -28,6 +28,7 @@ async def lifespan(_: MCPServer) -> AsyncIterator[None]:
 mcp = MCPServer(
     "code-exec",
     title="Code execution",
+    version="0.1.0",
     description="Run Python, Node.js and Bash in the hub's sandbox; persistent Python kernels; pytest; ruff; AST.",
     instructions=(
         "All code runs inside the hub's sandbox (bubblewrap by default): no network unless the operator granted it, "

@@ -11,6 +11,7 @@ __all__ = ["mcp"]
 mcp = MCPServer(
     "devops",
     title="DevOps",
+    version="0.1.0",
     description="Lint Dockerfiles, YAML, shell and workflows; validate Kubernetes, Compose, config files; run Docker.",
     instructions=(
         "Local DevOps tools: linters (hadolint, yamllint, shellcheck, actionlint), validators (Kubernetes schemas, "

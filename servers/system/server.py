@@ -11,6 +11,7 @@ __all__ = ["mcp"]
 mcp = MCPServer(
     "system",
     title="System",
+    version="0.1.0",
     description="Inspect the local machine: host, CPU, memory, disks, processes, network, DNS and service health.",
     instructions=(
         "Read-only views of this machine (psutil), plus checks of local services (TCP ports, DNS, HTTP) and a kill "
