@@ -170,8 +170,9 @@ def register(mcp: MCPServer, runner: Runner) -> None:
     @mcp.tool(annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True))
     async def sandbox_info() -> CallToolResult:
         """What the code runs under: the sandbox backend, the network grant, the workspace folder, the ceilings for
-        time and memory, and the interpreters available (Python version, Node.js, Bash). Call it before planning
-        code that needs network access or long run times.
+        time and memory, the interpreters available (Python version, Node.js, Bash), and ``working``: whether a
+        probe run inside the sandbox succeeded (``problem`` says why not). Call it before planning code that needs
+        network access or long run times, or when every run fails the same way.
         """
         backend = await runner.sandbox()
         limits = runner.limits(runner.settings.max_seconds, runner.settings.max_memory_mb)
@@ -180,4 +181,5 @@ def register(mcp: MCPServer, runner: Runner) -> None:
         return json_result({"sandbox": backend.name, "network": s.network, "workspace": str(s.workspace),
                             "max_seconds": s.max_seconds, "max_memory_mb": s.max_memory_mb,
                             "python": probe.stdout.decode().strip() or None, "node": shutil.which("node"),
-                            "bash": shutil.which("bash"), "max_kernels": s.max_kernels})  # fmt: skip
+                            "bash": shutil.which("bash"), "max_kernels": s.max_kernels, "working": probe.ok,
+                            "problem": None if probe.ok else probe.stderr.decode(errors="replace")[-500:]})  # fmt: skip

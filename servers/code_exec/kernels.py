@@ -86,7 +86,9 @@ class KernelPool:
                 await kernel.client.wait_for_ready(timeout=START_TIMEOUT)
         except (TimeoutError, RuntimeError, OSError) as exc:
             await self._stop(kernel)
-            raise ToolError(f"the kernel did not start: {exc or 'timed out'}") from exc
+            raise ToolError(
+                f"the kernel did not start: {exc or 'timed out'} (sandbox_info checks the sandbox)"
+            ) from exc
         self.kernels[kernel.id] = kernel
         return kernel
 

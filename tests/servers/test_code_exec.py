@@ -173,6 +173,8 @@ async def test_sandbox_info(client: Client) -> None:
     assert info["sandbox"] == "bwrap"
     assert info["network"] == "none"
     assert info["python"].startswith("3.")
+    assert info["working"] is True
+    assert info["problem"] is None
 
 
 async def test_kernel_keeps_state_shows_images_and_reports_errors(client: Client) -> None:
