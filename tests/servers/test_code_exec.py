@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import anyio
+import psutil
 import pytest
 from mcp_types import ImageContent
 
@@ -180,6 +181,7 @@ async def test_sandbox_info(client: Client) -> None:
 async def test_kernel_keeps_state_shows_images_and_reports_errors(client: Client) -> None:
     started = ok(await client.call_tool("kernel_start", {"name": "analysis"}))
     kid = started["kernel_id"]
+    assert _kernel_processes()  # the sandboxed kernel runs under this process
     try:
         first = ok(await client.call_tool("kernel_execute", {"kernel_id": kid, "code": "x = 20\nprint('set')"}))
         assert first["stdout"] == "set\n"
@@ -212,6 +214,18 @@ async def test_kernel_keeps_state_shows_images_and_reports_errors(client: Client
     assert stopped["executions"] == 6
     assert "no kernel" in err(await client.call_tool("kernel_execute", {"kernel_id": kid, "code": "x"}))
     assert ok(await client.call_tool("kernel_list", {}))["rows"] == []
+    assert _kernel_processes() == []
+
+
+def _kernel_processes() -> list[int]:
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "ipykernel_launcher" in " ".join(child.cmdline()):
+                found.append(child.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return found
 
 
 async def test_kernel_interrupt_stops_a_running_cell(client: Client, victim: socket.socket) -> None:
