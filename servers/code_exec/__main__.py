@@ -1,0 +1,4 @@
+from servers._common import run
+from servers.code_exec.server import mcp
+
+run(mcp)

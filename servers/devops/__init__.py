@@ -1,0 +1,1 @@
+"""The ``devops`` server: linters, CI reports, Kubernetes, Docker engine, config files, releases and schedules."""

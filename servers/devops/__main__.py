@@ -1,0 +1,4 @@
+from servers._common import run
+from servers.devops.server import mcp
+
+run(mcp)
