@@ -244,11 +244,19 @@ class PolicyEngine:
         self._buckets: dict[tuple[str, str, str], TokenBucket] = {}
         self._turns: dict[str, tuple[str | None, int]] = {}
         self._sessions: dict[str, int] = {}
+        self._policies: dict[tuple[str, str, str | None, ToolPolicySpec | None], ToolPolicy] = {}
 
     def policy_for(
         self, server: str, tool: str, *, category: str | None = None, declared: ToolPolicySpec | None = None
     ) -> ToolPolicy:
         """The effective policy of ``server``'s ``tool`` (``category`` and ``declared`` come from its manifest)."""
+        key = (server, tool, category, declared)
+        cached = self._policies.get(key)
+        if cached is None:
+            cached = self._policies[key] = self._merged(server, tool, category, declared)
+        return cached
+
+    def _merged(self, server: str, tool: str, category: str | None, declared: ToolPolicySpec | None) -> ToolPolicy:
         spec = self.settings.servers.get(server)
         category = (spec.category if spec is not None else None) or category or "default"
         return _merge(
@@ -286,18 +294,22 @@ class PolicyEngine:
         category: str | None = None,
         declared: ToolPolicySpec | None = None,
         consume: bool = True,
+        session_budget: bool = True,
     ) -> Decision:
         """Decide whether ``user`` may call ``server``'s ``tool`` with ``arguments`` now, and audit-log it.
 
         ``schema`` is the tool's input schema: properties with ``format: uri`` or URL-like names are checked as
         URLs, ``format: path``/``x-path`` or path-like names as paths. ``turn`` identifies the model turn within
         ``session`` for the per-turn budget. ``consume=False`` is a dry run (no budget or token is spent).
+        ``session_budget=False`` neither checks nor counts the call against the per-session budget.
         """
         policy = self.policy_for(server, tool, category=category, declared=declared)
-        verdict = await self._evaluate(user, server, tool, arguments or {}, schema, policy, session, turn, project)
+        verdict = await self._evaluate(
+            user, server, tool, arguments or {}, schema, policy, session, turn, project, session_budget
+        )
         if verdict is None:
             if consume:
-                self._spend(user, server, tool, policy, session, turn)
+                self._spend(user, server, tool, policy, session, turn, session_budget)
             decision = Decision(True, "allowed", None, policy.timeout, policy.max_result_bytes)
         else:
             decision = Decision(False, verdict[1], verdict[0], policy.timeout, policy.max_result_bytes)
@@ -334,13 +346,14 @@ class PolicyEngine:
         session: str,
         turn: str | None,
         project: Path | None,
+        session_budget: bool = True,
     ) -> tuple[str, str] | None:
         if not policy.enabled:
             return "disabled", "the tool is disabled by policy"
         last_turn, count = self._turns.get(session, (None, 0))
         if turn is not None and last_turn == turn and count >= self.settings.calls_per_turn:
             return "turn_budget", f"at most {self.settings.calls_per_turn} tool calls per turn"
-        if self._sessions.get(session, 0) >= self.settings.calls_per_session:
+        if session_budget and self._sessions.get(session, 0) >= self.settings.calls_per_session:
             return "session_budget", f"at most {self.settings.calls_per_session} tool calls per session"
         path_args, url_args = _declared_args(schema, policy)
         roots = self.roots_for(user, project) if path_args & arguments.keys() else ()
@@ -369,12 +382,22 @@ class PolicyEngine:
             self._buckets[key] = bucket
         return bucket
 
-    def _spend(self, user: str, server: str, tool: str, policy: ToolPolicy, session: str, turn: str | None) -> None:
+    def _spend(
+        self,
+        user: str,
+        server: str,
+        tool: str,
+        policy: ToolPolicy,
+        session: str,
+        turn: str | None,
+        session_budget: bool = True,
+    ) -> None:
         if policy.rate_per_minute is not None:
             self._bucket(user, server, tool, policy).take()
         last_turn, count = self._turns.get(session, (None, 0))
         self._turns[session] = (turn, count + 1 if last_turn == turn else 1)
-        self._sessions[session] = self._sessions.get(session, 0) + 1
+        if session_budget:
+            self._sessions[session] = self._sessions.get(session, 0) + 1
 
     def end_session(self, session: str) -> None:
         """Forget a session's budgets."""
