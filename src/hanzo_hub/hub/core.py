@@ -266,7 +266,7 @@ class Hub:
             return admission.refusal
         result = None
         with admission.deadline():
-            result = await self._call_target(target, arguments, progress, ctx, params)
+            result = await self._call_target(target, admission.arguments, progress, ctx, params)
         return self.guard.release(admission, result)  # per-call policy, on the result
 
     async def _call_target(

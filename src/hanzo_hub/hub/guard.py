@@ -9,8 +9,10 @@ Which policy: servers from the catalog, and servers with a ``sandbox.servers[nam
 manifest (category, ``launch.callTimeoutSeconds``, ``sandbox.maxResultBytes``) and config decide, and path/URL
 arguments are checked. Servers the user configured without any policy get the permissive-but-bounded defaults: no
 path/URL/rate checks, but the default timeout, result cap and per-turn budget (the per-session budget counts only
-policed calls, so a long-lived client of plain servers is never cut off). Without ``sandbox.roots``, paths are
-confined to the project folder (``catalog.project``, default the working directory).
+policed calls, so a long-lived client of plain servers is never cut off). A stateless-era (2026-07-28) request has
+no session: its per-turn budget is kept per (user, turn) and the per-session budget does not apply. Without
+``sandbox.roots``, paths are confined to the project folder (``catalog.project``, default the working directory).
+Relative path arguments are forwarded made absolute against the root they were checked in.
 
 Every decision is audit-logged: on the ``hanzo_hub.audit`` logger (by ``PolicyEngine``) and as one JSON line in
 ``<home>/logs/audit.jsonl`` (rotated at 5 MB, 3 old files kept), with user, session, server, tool, argument names,
@@ -36,6 +38,7 @@ from typing import Any
 import mcp_types as types
 from anyio import move_on_after
 from mcp.server.context import ServerRequestContext
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from hanzo_hub.catalog.loader import CatalogEntry
 from hanzo_hub.config import HubSettings, ToolPolicySpec
@@ -53,6 +56,7 @@ TURN_KEY = "dev.hanzo-hub/turn"
 AUDIT_FILE = "audit.jsonl"
 AUDIT_MAX_BYTES = 5 * 1024 * 1024
 AUDIT_BACKUPS = 3
+MAX_STATELESS_TURNS = 10_000
 CATEGORY_ALIASES = {"code-execution": "code"}
 """Catalog categories whose built-in policy has a shorter name."""
 
@@ -75,6 +79,8 @@ class Admission:
     user: str
     session: str
     decision: Decision
+    arguments: dict[str, Any] | None = None
+    """The arguments to forward: relative path arguments made absolute against the root they were checked in."""
     refusal: types.CallToolResult | None = None
     timed_out: bool = field(default=False)
 
@@ -84,6 +90,14 @@ class Admission:
         with move_on_after(self.decision.timeout) as scope:
             yield
         self.timed_out = scope.cancelled_caught
+
+
+def _absolute(value: Any, base: Path) -> Any:
+    if isinstance(value, list):
+        return [_absolute(item, base) for item in value]
+    if not isinstance(value, str) or not value or value.startswith(("/", "~", "file:")):
+        return value
+    return str(base / value)
 
 
 def _error(text: str) -> types.CallToolResult:
@@ -134,6 +148,7 @@ class Guard:
         self._schemas: dict[str, tuple[object, dict[str, Any]]] = {}
         self._sessions: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
         self._ids = itertools.count(1)
+        self._turn_keys: dict[str, None] = {}
         self._audit_path = settings.log_dir / AUDIT_FILE
         self._audit: logging.handlers.RotatingFileHandler | None = None
 
@@ -154,7 +169,9 @@ class Guard:
         turn = meta.get(TURN_KEY)
         project = meta.get(PROJECT_KEY)
         user = current_user(self.user)
-        session = self._session(ctx)
+        turn = turn if isinstance(turn, str) else None
+        stateless = ctx is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        session = self._stateless_key(user, turn) if stateless else self._session(ctx)
         decision = await self.engine.check_call(
             user,
             target.server,
@@ -162,14 +179,17 @@ class Guard:
             arguments,
             self._schema(target) if policy.policed else None,
             session=session,
-            turn=turn if isinstance(turn, str) else None,
+            turn=turn,
             project=Path(project) if isinstance(project, str) and os.path.isabs(project) else None,
             category=policy.category,
             declared=policy.declared,
-            session_budget=policy.policed,
+            session_budget=policy.policed and not stateless,
         )
-        admission = Admission(target.server, target.original, user, session, decision)
+        forwarded = dict(arguments) if arguments is not None else None
+        admission = Admission(target.server, target.original, user, session, decision, forwarded)
         self._write(admission, "allow" if decision.allowed else "deny", decision.reason, arguments)
+        if decision.allowed and policy.policed and forwarded:
+            self._absolutize(admission, forwarded, schema_of=target, policy=policy, project=project)
         if not decision.allowed:
             admission.refusal = _error(
                 f"hanzo-hub policy denied {target.server}/{target.original} ({decision.limit}): {decision.reason}"
@@ -195,6 +215,27 @@ class Guard:
 
     # -- helpers --------------------------------------------------------------------------------------------------
 
+    def _absolutize(
+        self, admission: Admission, arguments: dict[str, Any], *, schema_of: Target, policy: ServerPolicy, project: Any
+    ) -> None:
+        """Make relative path arguments absolute against the root the engine checked them in (its ``base``).
+
+        A downstream would otherwise resolve them against its own working directory, which may lie elsewhere.
+        """
+        names = self.engine.path_arguments(
+            schema_of.server, schema_of.original, self._schema(schema_of), category=policy.category,
+            declared=policy.declared,
+        )  # fmt: skip
+        relative = [n for n in names & arguments.keys() if isinstance(arguments[n], str | list)]
+        if not relative:
+            return
+        narrowed = Path(project) if isinstance(project, str) and os.path.isabs(project) else None
+        roots = self.engine.roots_for(admission.user, narrowed)
+        if not roots:
+            return
+        for name in relative:
+            arguments[name] = _absolute(arguments[name], roots[0])
+
     def _schema(self, target: Target) -> dict[str, Any] | None:
         listing = self._registry.listings.get(target.server)
         if listing is None:
@@ -205,6 +246,19 @@ class Guard:
             self._schemas[target.server] = cached
         schema = cached[1].get(target.original)
         return schema if isinstance(schema, dict) else None
+
+    def _stateless_key(self, user: str, turn: str | None) -> str:
+        """Budgets of a stateless-era request: no session exists, so its turn (per user) is the unit."""
+        if turn is None:
+            return "stateless"
+        key = f"{user}#turn:{turn}"
+        if key not in self._turn_keys:
+            self._turn_keys[key] = None
+            if len(self._turn_keys) > MAX_STATELESS_TURNS:
+                oldest = next(iter(self._turn_keys))
+                del self._turn_keys[oldest]
+                self.engine.end_session(oldest)
+        return key
 
     def _session(self, ctx: ServerRequestContext[Any, Any] | None) -> str:
         """A stable id per client connection; its budgets are forgotten when the connection is gone."""

@@ -187,6 +187,17 @@ async def check_url(value: str, policy: ToolPolicy) -> str | None:
     return None
 
 
+def _redacted(value: Any, redact: Callable[[str], str]) -> Any:
+    """``value`` (JSON data) with ``redact`` applied to every string in it, keys included."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {redact(str(k)): _redacted(v, redact) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redacted(v, redact) for v in value]
+    return value
+
+
 def _strings(value: Any) -> Iterator[str]:
     if isinstance(value, str):
         yield value
@@ -270,6 +281,18 @@ class PolicyEngine:
                 BUILTIN_CATEGORIES["default"],
             ]
         )
+
+    def path_arguments(
+        self,
+        server: str,
+        tool: str,
+        schema: Mapping[str, Any] | None,
+        *,
+        category: str | None = None,
+        declared: ToolPolicySpec | None = None,
+    ) -> frozenset[str]:
+        """The names of the tool's arguments that are checked as paths (declared, or detected in ``schema``)."""
+        return frozenset(_declared_args(schema, self.policy_for(server, tool, category=category, declared=declared))[0])
 
     def roots_for(self, user: str, project: Path | None = None) -> tuple[Path, ...]:
         """The allowed path roots of ``user``, narrowed to ``project`` when it lies inside them."""
@@ -405,7 +428,12 @@ class PolicyEngine:
         self._sessions.pop(session, None)
 
     def filter_result(self, result: CallToolResult, *, max_bytes: int | None = None) -> CallToolResult:
-        """Redact secrets and cap the result at ``max_bytes`` (``Decision.max_result_bytes``), with a notice."""
+        """Redact secrets (text blocks and structured content) and cap the result at ``max_bytes``, with a notice.
+
+        ``max_bytes`` is ``Decision.max_result_bytes``. Structured content (usually a copy of the text) is judged
+        on its own size; when it is dropped the result becomes an error result, since it no longer matches the
+        tool's output schema.
+        """
         cap = max_bytes if max_bytes is not None else BUILTIN_CATEGORIES["default"].max_result_bytes or 0
         kept: list[Any] = []
         used = 0
@@ -427,13 +455,21 @@ class PolicyEngine:
                 used += size
                 kept.append(block)
         structured = result.structured_content
-        if structured is not None:
+        if structured is not None and self.redact is not None:
+            structured = _redacted(structured, self.redact)
+        dropped = False
+        if structured is not None:  # usually a copy of the text: judged on its own, not added to the blocks
             size = len(json.dumps(structured, default=str))
-            total += size
-            if used + size > cap:
-                structured = None
-        if total <= cap:
-            return result.model_copy(update={"content": kept})
+            if size > cap:
+                structured, dropped = None, True
+                total = max(total, size)
+        if total <= cap and not dropped:
+            return result.model_copy(update={"content": kept, "structured_content": structured})
         notice = f"[hanzo-hub: result truncated by policy from {total} to at most {cap} bytes]"
         kept.append(TextContent(type="text", text=notice))
-        return result.model_copy(update={"content": kept, "structured_content": structured})
+        # Without its structured content the result no longer matches the tool's output schema: an error result
+        # (which clients do not validate) that still carries the truncated text.
+        update: dict[str, Any] = {"content": kept, "structured_content": structured}
+        if dropped:
+            update["is_error"] = True
+        return result.model_copy(update=update)
