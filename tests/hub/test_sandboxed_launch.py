@@ -31,6 +31,13 @@ pytestmark = [
 ]
 
 SECRET = "sk-live-0a1b2c3d4e5f6789"
+ROOT_VICTIM = Path("/root/pwned-by-sandbox.txt")
+USR_VICTIM = Path("/usr/pwned-by-sandbox.txt")
+
+
+def on_host(path: Path) -> bool:
+    """Whether ``path`` exists on the host (outside any sandbox)."""
+    return path.exists()
 
 
 def escape(**extra: Any) -> dict[str, Any]:
@@ -93,8 +100,8 @@ async def test_sandboxed_server_cannot_escape_and_the_hub_is_unaffected(
         assert await call(client, "write", path=str(proj / "inside.txt"), text="hi") == "ok"
         wrote_outside = await call(client, "write", path=str(outside), text="pwned")
         wrote_repo = await call(client, "write", path=str(REPO / "pwned.txt"), text="pwned")
-        wrote_root = await call(client, "write", path="/root/pwned-by-sandbox.txt", text="pwned")
-        wrote_usr = await call(client, "write", path="/usr/pwned-by-sandbox.txt", text="pwned")
+        wrote_root = await call(client, "write", path=str(ROOT_VICTIM), text="pwned")
+        wrote_usr = await call(client, "write", path=str(USR_VICTIM), text="pwned")
         vault_key = await call(client, "read", path=str(settings.vault_dir / "vault.key"))
         shadow = await call(client, "read", path="/etc/shadow")
         connected = await call(client, "connect", host="127.0.0.1", port=listener.port)
@@ -110,9 +117,9 @@ async def test_sandboxed_server_cannot_escape_and_the_hub_is_unaffected(
     assert wrote_outside in ("ok", "error: No such file or directory")
     assert wrote_root in ("ok", "error: No such file or directory")
     assert not outside.exists()
-    assert not Path("/root/pwned-by-sandbox.txt").exists()
+    assert not on_host(ROOT_VICTIM)
     assert "Read-only file system" in wrote_usr
-    assert not Path("/usr/pwned-by-sandbox.txt").exists()
+    assert not on_host(USR_VICTIM)
     assert "Read-only file system" in wrote_repo
     assert not (REPO / "pwned.txt").exists()
     assert vault_key.startswith("error")
