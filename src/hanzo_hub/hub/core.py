@@ -109,13 +109,14 @@ class Hub:
         self._discovered = anyio.Event()
         self.guard = Guard(settings, entries, self.registry, secrets)
         self.sandboxes = Backends(settings.sandbox)
+        self.launches = server_sandboxes(settings, servers, entries, self.sandboxes)
         self.pool = BackendPool(
             servers,
             settings.backends,
             settings.log_dir,
             hooks=self,
             local_servers=local,
-            sandboxes=server_sandboxes(settings, servers, entries, self.sandboxes),
+            sandboxes=self.launches,
             secrets=secrets,
         )
 

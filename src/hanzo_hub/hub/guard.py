@@ -142,6 +142,7 @@ class Guard:
         self.redactor = Redactor(secrets or {}) if secrets else None
         self.engine = PolicyEngine(sandbox, redact=self.redactor.redact if self.redactor else None)
         self.user = settings.user
+        self.catalog = dict(catalog)
         self.policies = server_policies(settings, catalog)
         self._unpoliced = ServerPolicy(False)
         self._registry = registry
@@ -177,7 +178,7 @@ class Guard:
             target.server,
             target.original,
             arguments,
-            self._schema(target) if policy.policed else None,
+            self.schema(target) if policy.policed else None,
             session=session,
             turn=turn,
             project=Path(project) if isinstance(project, str) and os.path.isabs(project) else None,
@@ -223,7 +224,7 @@ class Guard:
         A downstream would otherwise resolve them against its own working directory, which may lie elsewhere.
         """
         names = self.engine.path_arguments(
-            schema_of.server, schema_of.original, self._schema(schema_of), category=policy.category,
+            schema_of.server, schema_of.original, self.schema(schema_of), category=policy.category,
             declared=policy.declared,
         )  # fmt: skip
         relative = [n for n in names & arguments.keys() if isinstance(arguments[n], str | list)]
@@ -236,7 +237,36 @@ class Guard:
         for name in relative:
             arguments[name] = _absolute(arguments[name], roots[0])
 
-    def _schema(self, target: Target) -> dict[str, Any] | None:
+    async def dry_run(
+        self,
+        target: Target,
+        arguments: Mapping[str, Any] | None,
+        *,
+        user: str,
+        turn: str | None = None,
+        schema: Mapping[str, Any] | None = None,
+    ) -> Decision:
+        """What ``admit`` would decide for ``user``, spending nothing (for ``hanzo-hub policy check``).
+
+        ``schema`` stands in for the tool's input schema when the hub has no listing of its server yet.
+        """
+        policy = self.policies.get(target.server, self._unpoliced)
+        return await self.engine.check_call(
+            user,
+            target.server,
+            target.original,
+            arguments,
+            (self.schema(target) or schema) if policy.policed else None,
+            session="dry-run",
+            turn=turn,
+            category=policy.category,
+            declared=policy.declared,
+            consume=False,
+            session_budget=policy.policed,
+        )
+
+    def schema(self, target: Target) -> dict[str, Any] | None:
+        """The input schema of the tool ``target`` names, from the registry's listing of its server."""
         listing = self._registry.listings.get(target.server)
         if listing is None:
             return None

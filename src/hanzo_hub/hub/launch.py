@@ -8,7 +8,7 @@ as before (unconfined). ``sandbox: "none"`` is the explicit opt-out (rlimits and
 Grants: the manifest's ``fs.read``/``fs.write`` templates (``{project}``, ``{home}``...) plus config ``read``/``write``;
 the server's ``cwd``; its catalog environment (read-only); for servers run by the hub's own interpreter, the
 directories its packages are imported from (read-only; an editable install lives outside the interpreter prefix).
-Writable directories are created first; missing readable ones are skipped. Manifest network ``loopback`` shares
+Writable directories are created at launch; missing readable ones are skipped. Manifest network ``loopback`` shares
 the host network (a sandbox cannot reach host loopback services otherwise; per-call URL checks still apply).
 
 Secrets: ``${vault:NAME}`` in a server's env or headers, plus, for catalog servers, every environment variable the
@@ -101,7 +101,6 @@ def _grants(
     writable: list[Path] = []
     for path in write:
         real = path.expanduser().resolve()
-        real.mkdir(parents=True, exist_ok=True)
         if real not in writable:
             writable.append(real)
     readable: list[Path] = []

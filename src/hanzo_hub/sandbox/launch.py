@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 
 from hanzo_hub.config import SandboxSettings
 from hanzo_hub.errors import SandboxUnavailable
@@ -81,7 +82,14 @@ class ServerSandbox:
                 raise FileNotFoundError(2, "command not found", command[0])
             command[0] = found
         grants = _with_command_dir(self.grants, command[0]) if self.kind == "bwrap" else self.grants
+        await anyio.to_thread.run_sync(_make_writable, grants)
         return sandbox.wrap(command, env, cwd, self.limits, grants)
+
+
+def _make_writable(grants: Grants) -> None:
+    """Create the writable directories (a bind mount needs its source)."""
+    for path in grants.writable:
+        Path(path).mkdir(parents=True, exist_ok=True)
 
 
 def _with_command_dir(grants: Grants, command: str) -> Grants:

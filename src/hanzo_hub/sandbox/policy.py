@@ -294,6 +294,18 @@ class PolicyEngine:
         """The names of the tool's arguments that are checked as paths (declared, or detected in ``schema``)."""
         return frozenset(_declared_args(schema, self.policy_for(server, tool, category=category, declared=declared))[0])
 
+    def url_arguments(
+        self,
+        server: str,
+        tool: str,
+        schema: Mapping[str, Any] | None,
+        *,
+        category: str | None = None,
+        declared: ToolPolicySpec | None = None,
+    ) -> frozenset[str]:
+        """The names of the tool's arguments that are checked as URLs (declared, or detected in ``schema``)."""
+        return frozenset(_declared_args(schema, self.policy_for(server, tool, category=category, declared=declared))[1])
+
     def roots_for(self, user: str, project: Path | None = None) -> tuple[Path, ...]:
         """The allowed path roots of ``user``, narrowed to ``project`` when it lies inside them."""
         roots = self._roots.get(user, ()) + self._roots.get("*", ())
