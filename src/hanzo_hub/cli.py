@@ -104,7 +104,8 @@ def _configure_logging(level: str) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     if level != "DEBUG":
-        for noisy in ("mcp", "httpx2", "uvicorn.access"):
+        # hanzo_hub.audit: one line per tool call; <home>/logs/audit.jsonl has them all (console only at DEBUG)
+        for noisy in ("mcp", "httpx2", "uvicorn.access", "hanzo_hub.audit"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
