@@ -5,6 +5,7 @@ The per-call path policy is opened wide here (root ``/``) so that what stops eac
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import sys
@@ -179,3 +180,47 @@ def test_listener_helper_counts_connections(listener: Listener) -> None:
             break
         threading.Event().wait(0.02)
     assert listener.accepted == 1  # so the zero above means "unreachable", not "never counted"
+
+
+def fixture_manifest(root: Path) -> Path:
+    """A catalog folder with one manifest launching the escape server, granted only ``{project}``."""
+    folder = root / "manifests" / "escapee"
+    folder.mkdir(parents=True)
+    manifest = {
+        "name": "dev.hanzo-hub/escapee",
+        "description": "Escape attempts, for sandbox tests",
+        "version": "1.0.0",
+        "_meta": {
+            "dev.hanzo-hub/catalog": {
+                "id": "escapee",
+                "category": "system",
+                "origin": "fixture",
+                "install": {"kind": "none"},
+                "launch": {"command": "{python}", "args": ["-m", "tests.fixtures.escape"], "cwd": str(REPO)},
+                "offline": {"status": "verified"},
+                "sandbox": {"network": "none", "fs": {"read": ["{project}"], "write": ["{project}"]}},
+            }
+        },
+    }
+    (folder / "server.json").write_text(json.dumps(manifest), encoding="utf-8")
+    return root / "manifests"
+
+
+async def test_a_catalog_server_is_sandboxed_and_policed_by_its_manifest(
+    make_settings: MakeSettings, tmp_path: Path, listener: Listener
+) -> None:
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    catalog = {"manifest_dirs": [str(fixture_manifest(tmp_path))], "enabled": ["escapee"], "project": str(proj)}
+    settings = make_settings({"alpha": inproc("alpha")}, catalog=catalog)
+    async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
+        assert hub.launches["escapee"].kind == "bwrap"
+        inside = await client.call_tool("escapee__write", {"path": "made.txt", "text": "hi"})
+        outside = await client.call_tool("escapee__write", {"path": str(tmp_path / "x.txt"), "text": "x"})
+        connected = await client.call_tool("escapee__connect", {"host": "127.0.0.1", "port": listener.port})
+    assert text_of(inside) == "ok"  # relative: made absolute under the project, the only root by default
+    assert (proj / "made.txt").read_text(encoding="utf-8") == "hi"
+    assert outside.is_error
+    assert "policy denied escapee/write (path)" in text_of(outside)  # stopped before the sandbox even saw it
+    assert text_of(connected).startswith("error")
+    assert listener.accepted == 0
