@@ -6,6 +6,8 @@ hanzo-hub import [--from FILE] [--project DIR] [--dry-run]
 hanzo-hub snippet [--http]
 hanzo-hub token --user ID
 hanzo-hub tools search "QUERY" [--json]
+hanzo-hub secrets set|list|rm ...           (hub/policy_cli.py)
+hanzo-hub policy show|check ...
 ```
 """
 
@@ -27,6 +29,7 @@ from hanzo_hub import __version__
 from hanzo_hub.catalog import cli as catalog_cli
 from hanzo_hub.config import HubSettings, load_settings
 from hanzo_hub.errors import ConfigError
+from hanzo_hub.hub import policy_cli
 
 logger = logging.getLogger("hanzo_hub")
 
@@ -64,6 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     snippet = commands.add_parser("snippet", parents=[common], help="print the entry to paste into a client config")
     snippet.add_argument("--http", action="store_true", help="print an HTTP entry instead")
     catalog_cli.register(commands, common)
+    policy_cli.register(commands, common)
     return parser
 
 
@@ -100,7 +104,8 @@ def _configure_logging(level: str) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     if level != "DEBUG":
-        for noisy in ("mcp", "httpx2", "uvicorn.access"):
+        # hanzo_hub.audit: one line per tool call; <home>/logs/audit.jsonl has them all (console only at DEBUG)
+        for noisy in ("mcp", "httpx2", "uvicorn.access", "hanzo_hub.audit"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
@@ -223,6 +228,10 @@ def _cmd_catalog(args: argparse.Namespace) -> int:
     return catalog_cli.run(args, _settings)
 
 
+def _cmd_policy(args: argparse.Namespace) -> int:
+    return policy_cli.run(args, _settings)
+
+
 COMMANDS = {
     "serve": _cmd_serve,
     "import": _cmd_import,
@@ -230,6 +239,8 @@ COMMANDS = {
     "token": _cmd_token,
     "tools": _cmd_tools,
     "catalog": _cmd_catalog,
+    "secrets": _cmd_policy,
+    "policy": _cmd_policy,
 }
 
 

@@ -250,9 +250,11 @@ class ToolPolicySpec(_Model):
 class ServerPolicySpec(_Model):
     """Policy of one downstream server: its sandbox, category, limits and per-tool overrides."""
 
-    sandbox: SandboxKind | None = None
+    sandbox: SandboxKind | None = Field(default=None, description="Launch the (stdio) server in this sandbox.")
     category: str | None = None
     limits: SandboxLimitsSettings | None = None
+    read: tuple[Path, ...] = Field(default=(), description="Directories the sandboxed server may read.")
+    write: tuple[Path, ...] = Field(default=(), description="Directories the sandboxed server may write.")
     defaults: ToolPolicySpec = Field(default_factory=ToolPolicySpec)
     tools: dict[str, ToolPolicySpec] = Field(default_factory=dict)
 

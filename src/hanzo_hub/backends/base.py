@@ -7,10 +7,10 @@ Each transport module exposes ``connect(spec, context) -> target``; the target i
 from __future__ import annotations
 
 import importlib
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any, Protocol
@@ -41,6 +41,10 @@ class ConnectContext:
     connect_timeout: float
     local: Any = None
     """An in-process server object the hub built itself (its memory server), served instead of importing one."""
+    sandbox: Any = None
+    """A ``sandbox.launch.ServerSandbox``: a stdio server is launched through its plan (``None``: unconfined)."""
+    secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """Vault values for the ``${vault:NAME}`` references in the spec's env or headers."""
 
 
 class Connector(Protocol):

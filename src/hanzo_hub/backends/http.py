@@ -12,13 +12,15 @@ from mcp.client.streamable_http import streamable_http_client
 
 from hanzo_hub.backends.base import ConnectContext
 from hanzo_hub.config import HttpServerSpec, SseServerSpec
+from hanzo_hub.sandbox.vault import expand_secrets
 
 READ_TIMEOUT = 300.0
 """Idle time allowed on a server-sent event stream."""
 
 
-def _headers(spec: HttpServerSpec | SseServerSpec) -> dict[str, str]:
-    return {name: value.get_secret_value() for name, value in spec.headers.items()}
+def _headers(spec: HttpServerSpec | SseServerSpec, context: ConnectContext) -> dict[str, str]:
+    """The spec's headers, ``${vault:NAME}`` references filled from the vault (raises ``VaultError``)."""
+    return {name: expand_secrets(value.get_secret_value(), context.secrets) for name, value in spec.headers.items()}
 
 
 @asynccontextmanager
@@ -26,7 +28,7 @@ async def connect_streamable(spec: HttpServerSpec, context: ConnectContext) -> A
     """A streamable HTTP transport with the spec's headers; the HTTP client lives as long as the connection."""
     timeout = httpx2.Timeout(context.connect_timeout, read=READ_TIMEOUT)
     async with (
-        httpx2.AsyncClient(headers=_headers(spec), timeout=timeout) as http,
+        httpx2.AsyncClient(headers=_headers(spec, context), timeout=timeout) as http,
         streamable_http_client(spec.url, http_client=http) as streams,
     ):
         yield streams
@@ -36,6 +38,6 @@ async def connect_streamable(spec: HttpServerSpec, context: ConnectContext) -> A
 async def connect_sse(spec: SseServerSpec, context: ConnectContext) -> AsyncIterator[TransportStreams]:
     """A legacy HTTP+SSE transport."""
     async with sse_client(
-        spec.url, headers=_headers(spec), timeout=context.connect_timeout, sse_read_timeout=READ_TIMEOUT
+        spec.url, headers=_headers(spec, context), timeout=context.connect_timeout, sse_read_timeout=READ_TIMEOUT
     ) as streams:
         yield streams

@@ -68,9 +68,13 @@ class BackendPool:
         hooks: SupervisorHooks,
         clock: Callable[[], float] = anyio.current_time,
         local_servers: Mapping[str, Any] | None = None,
+        sandboxes: Mapping[str, Any] | None = None,
+        secrets: Mapping[str, str] | None = None,
     ) -> None:
         self._specs = {name: spec for name, spec in servers.items() if spec.enabled}
         self._local = dict(local_servers or {})
+        self._sandboxes = dict(sandboxes or {})
+        self._secrets = dict(secrets or {})
         self._settings = settings
         self._log_dir = log_dir
         self._hooks = hooks
@@ -89,6 +93,8 @@ class BackendPool:
                 log_dir=self._log_dir,
                 connect_timeout=self._settings.connect_timeout,
                 local=self._local.get(name),
+                sandbox=self._sandboxes.get(name),
+                secrets=self._secrets,
             )
             self.supervisors[name] = Supervisor(
                 name, spec, self._settings, context, self._hooks, self._slots, tg, clock=self._clock

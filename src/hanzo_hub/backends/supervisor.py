@@ -30,7 +30,7 @@ from hanzo_hub.backends.listing import Listing, fetch_listing
 from hanzo_hub.backends.rawchannel import RawChannel
 from hanzo_hub.backends.snapshot import file_key
 from hanzo_hub.config import BackendSettings, ServerSpec
-from hanzo_hub.errors import BackendCrashed, BackendTimeout, BackendUnavailable
+from hanzo_hub.errors import BackendCrashed, BackendTimeout, BackendUnavailable, SandboxError
 
 logger = logging.getLogger(__name__)
 
@@ -533,4 +533,6 @@ def _describe(exc: BaseException, *, started: bool) -> str:
         return "exited during the handshake" if not started else "closed its connection"
     if isinstance(leaf, MCPError):
         return f"answered the handshake with an error: {leaf.error.message}"
+    if isinstance(leaf, SandboxError):
+        return f"cannot be launched: {leaf}"
     return f"failed: {type(leaf).__name__}: {leaf}"

@@ -31,13 +31,16 @@ from hanzo_hub.catalog.loader import catalog_snapshots, catalog_specs, load_cata
 from hanzo_hub.config import HubSettings, InprocServerSpec
 from hanzo_hub.errors import BackendError, HubError, PromptNotFound, ResourceNotFound, ToolNotFound
 from hanzo_hub.hub.bridge import EraBridge, Parked
+from hanzo_hub.hub.guard import Guard
 from hanzo_hub.hub.identity import current_user
+from hanzo_hub.hub.launch import load_secrets, secret_env, server_sandboxes
 from hanzo_hub.hub.memory_mount import MEMORY_SERVER, PROJECT_KEY, identity_meta
 from hanzo_hub.hub.memory_mount import build as build_memory
 from hanzo_hub.hub.naming import assign_aliases, expose_uri
 from hanzo_hub.hub.notify import ChangeNotifier
 from hanzo_hub.hub.registry import Registry, Target
 from hanzo_hub.hub.relay import Relay
+from hanzo_hub.sandbox.launch import Backends
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +86,11 @@ class Hub:
         catalog = load_catalog(settings)
         self._seeds = catalog_snapshots(settings, catalog)
         # Hand-configured servers win a name clash with catalog entries.
-        configured = {**catalog_specs(settings, catalog), **settings.servers}
+        secrets = load_secrets(settings)
+        cataloged = {n: s for n, s in catalog_specs(settings, catalog).items() if n not in settings.servers}
+        entries = {name: catalog.entries[name] for name in cataloged}
+        cataloged = {n: secret_env(entries[n], s, secrets) for n, s in cataloged.items()}
+        configured = {**cataloged, **settings.servers}
         local: dict[str, Any] = {}
         if settings.memory.enabled and MEMORY_SERVER not in configured:
             configured[MEMORY_SERVER] = InprocServerSpec(target="hanzo_hub.hub.memory_mount:build")
@@ -101,7 +108,18 @@ class Hub:
         self._hashes: dict[str, str] = {}
         self._stored: dict[str, Listing] = {}  # snapshots whose hash is computed only when a live list arrives
         self._discovered = anyio.Event()
-        self.pool = BackendPool(servers, settings.backends, settings.log_dir, hooks=self, local_servers=local)
+        self.guard = Guard(settings, entries, self.registry, secrets)
+        self.sandboxes = Backends(settings.sandbox)
+        self.launches = server_sandboxes(settings, servers, entries, self.sandboxes)
+        self.pool = BackendPool(
+            servers,
+            settings.backends,
+            settings.log_dir,
+            hooks=self,
+            local_servers=local,
+            sandboxes=self.launches,
+            secrets=secrets,
+        )
 
     @classmethod
     @asynccontextmanager
@@ -126,6 +144,9 @@ class Hub:
                 tg.cancel_scope.cancel()
         finally:
             self.notifier.close()
+            self.guard.close()
+            with anyio.CancelScope(shield=True):
+                await self.sandboxes.aclose()
 
     def snapshot_tools(self) -> list[types.Tool]:
         """Every exposed tool known from snapshots (and catalog seeds), without running anything."""
@@ -242,6 +263,23 @@ class Hub:
             MCPError: the downstream server answered with a protocol error.
         """
         target = await self._resolve(self.registry.resolve_tool, name)
+        admission = await self.guard.admit(target, arguments, ctx)  # per-call policy, before forwarding
+        if admission.refusal is not None:
+            return admission.refusal
+        result = None
+        with admission.deadline():
+            result = await self._call_target(target, admission.arguments, progress, ctx, params)
+        return self.guard.release(admission, result)  # per-call policy, on the result
+
+    async def _call_target(
+        self,
+        target: Target,
+        arguments: dict[str, Any] | None,
+        progress: ProgressFnT | None,
+        ctx: ServerRequestContext[Any, Any] | None,
+        params: types.CallToolRequestParams | None,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """Forward an admitted call to its server (through the era bridge where the eras differ)."""
         meta = self.relay.downstream_meta(ctx)
         if target.server == MEMORY_SERVER:
             meta = self._with_identity(meta, ctx)

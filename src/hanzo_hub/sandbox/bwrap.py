@@ -42,6 +42,11 @@ DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 SANDBOX_HOME = "/tmp"
 
 
+def sandbox_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The environment inside the sandbox: a safe PATH, HOME and TMPDIR, then ``env``."""
+    return {"PATH": DEFAULT_PATH, "HOME": SANDBOX_HOME, "TMPDIR": "/tmp", **env}
+
+
 class BwrapSandbox:
     """The default backend on Linux.
 
@@ -84,15 +89,25 @@ class BwrapSandbox:
         return args
 
     def _argv(
-        self, command: Sequence[str], env: Mapping[str, str], cwd: str | None, limits: Limits, grants: Grants
+        self,
+        command: Sequence[str],
+        env: Mapping[str, str],
+        cwd: str | None,
+        limits: Limits,
+        grants: Grants,
+        *,
+        inline_env: bool = True,
     ) -> list[str]:
-        argv = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv"]
+        """bwrap's argv; ``inline_env=False`` leaves the environment to bwrap's own (values stay out of argv)."""
+        argv = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session"]
+        if inline_env:
+            argv.append("--clearenv")
         if limits.network == "full":
             argv.append("--share-net")
         argv += ["--hostname", "sandbox", *self._fs_args(grants)]
-        merged = {"PATH": DEFAULT_PATH, "HOME": SANDBOX_HOME, "TMPDIR": "/tmp", **env}
-        for key, value in merged.items():
-            argv += ["--setenv", key, value]
+        if inline_env:
+            for key, value in sandbox_env(env).items():
+                argv += ["--setenv", key, value]
         workdir = cwd or (str(Path(grants.writable[0]).resolve()) if grants.writable else "/tmp")
         argv += ["--chdir", workdir]
         return [*argv, "--", *command]
@@ -106,11 +121,16 @@ class BwrapSandbox:
     def wrap(
         self, command: Sequence[str], env: Mapping[str, str], cwd: str | None, limits: Limits, grants: Grants
     ) -> LaunchPlan:
-        """Plan a stdio server launch inside bubblewrap (see ``Sandbox.wrap``)."""
+        """Plan a stdio server launch inside bubblewrap (see ``Sandbox.wrap``).
+
+        The environment goes in ``LaunchPlan.env`` (bwrap passes it on), never in argv: a server's env may carry
+        vault secrets, and any local user can read a process's command line.
+        """
         cgroup = self._cgroup(limits)
         argv = [*launcher_argv(limits.with_(wall_seconds=None, cpu_seconds=None), cgroup, setsid=False)]
-        argv += self._argv(command, env, cwd, limits, grants)
-        return LaunchPlan(argv=argv, env={}, cwd=None, cleanup=cgroup.destroy if cgroup is not None else None)
+        argv += self._argv(command, env, cwd, limits, grants, inline_env=False)
+        cleanup = cgroup.destroy if cgroup is not None else None
+        return LaunchPlan(argv=argv, env=sandbox_env(env), cwd=None, cleanup=cleanup)
 
     async def run(
         self,

@@ -159,10 +159,11 @@ class DockerSandbox:
             argv += ["--memory", str(limits.memory_bytes), "--memory-swap", str(limits.memory_bytes)]
         if "pids_limit" in kw:
             argv += ["--pids-limit", str(limits.pids)]
-        for key, value in {**kw["environment"], **env}.items():
-            argv += ["-e", f"{key}={value}"]
+        passed = {**kw["environment"], **env}
+        for key in passed:
+            argv += ["-e", key]  # the value comes from the CLI's environment: secrets stay out of argv
         argv += ["-w", cwd or kw["working_dir"], self.image, *command]
-        return LaunchPlan(argv=argv, env={}, cwd=None)
+        return LaunchPlan(argv=argv, env=passed, cwd=None)
 
     async def prewarm(self, limits: Limits, grants: Grants, count: int = 1) -> None:
         """Start ``count`` idle containers for runs with exactly these ``limits`` and ``grants``."""

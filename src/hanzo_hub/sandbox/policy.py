@@ -187,6 +187,17 @@ async def check_url(value: str, policy: ToolPolicy) -> str | None:
     return None
 
 
+def _redacted(value: Any, redact: Callable[[str], str]) -> Any:
+    """``value`` (JSON data) with ``redact`` applied to every string in it, keys included."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {redact(str(k)): _redacted(v, redact) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redacted(v, redact) for v in value]
+    return value
+
+
 def _strings(value: Any) -> Iterator[str]:
     if isinstance(value, str):
         yield value
@@ -244,11 +255,19 @@ class PolicyEngine:
         self._buckets: dict[tuple[str, str, str], TokenBucket] = {}
         self._turns: dict[str, tuple[str | None, int]] = {}
         self._sessions: dict[str, int] = {}
+        self._policies: dict[tuple[str, str, str | None, ToolPolicySpec | None], ToolPolicy] = {}
 
     def policy_for(
         self, server: str, tool: str, *, category: str | None = None, declared: ToolPolicySpec | None = None
     ) -> ToolPolicy:
         """The effective policy of ``server``'s ``tool`` (``category`` and ``declared`` come from its manifest)."""
+        key = (server, tool, category, declared)
+        cached = self._policies.get(key)
+        if cached is None:
+            cached = self._policies[key] = self._merged(server, tool, category, declared)
+        return cached
+
+    def _merged(self, server: str, tool: str, category: str | None, declared: ToolPolicySpec | None) -> ToolPolicy:
         spec = self.settings.servers.get(server)
         category = (spec.category if spec is not None else None) or category or "default"
         return _merge(
@@ -262,6 +281,30 @@ class PolicyEngine:
                 BUILTIN_CATEGORIES["default"],
             ]
         )
+
+    def path_arguments(
+        self,
+        server: str,
+        tool: str,
+        schema: Mapping[str, Any] | None,
+        *,
+        category: str | None = None,
+        declared: ToolPolicySpec | None = None,
+    ) -> frozenset[str]:
+        """The names of the tool's arguments that are checked as paths (declared, or detected in ``schema``)."""
+        return frozenset(_declared_args(schema, self.policy_for(server, tool, category=category, declared=declared))[0])
+
+    def url_arguments(
+        self,
+        server: str,
+        tool: str,
+        schema: Mapping[str, Any] | None,
+        *,
+        category: str | None = None,
+        declared: ToolPolicySpec | None = None,
+    ) -> frozenset[str]:
+        """The names of the tool's arguments that are checked as URLs (declared, or detected in ``schema``)."""
+        return frozenset(_declared_args(schema, self.policy_for(server, tool, category=category, declared=declared))[1])
 
     def roots_for(self, user: str, project: Path | None = None) -> tuple[Path, ...]:
         """The allowed path roots of ``user``, narrowed to ``project`` when it lies inside them."""
@@ -286,18 +329,22 @@ class PolicyEngine:
         category: str | None = None,
         declared: ToolPolicySpec | None = None,
         consume: bool = True,
+        session_budget: bool = True,
     ) -> Decision:
         """Decide whether ``user`` may call ``server``'s ``tool`` with ``arguments`` now, and audit-log it.
 
         ``schema`` is the tool's input schema: properties with ``format: uri`` or URL-like names are checked as
         URLs, ``format: path``/``x-path`` or path-like names as paths. ``turn`` identifies the model turn within
         ``session`` for the per-turn budget. ``consume=False`` is a dry run (no budget or token is spent).
+        ``session_budget=False`` neither checks nor counts the call against the per-session budget.
         """
         policy = self.policy_for(server, tool, category=category, declared=declared)
-        verdict = await self._evaluate(user, server, tool, arguments or {}, schema, policy, session, turn, project)
+        verdict = await self._evaluate(
+            user, server, tool, arguments or {}, schema, policy, session, turn, project, session_budget
+        )
         if verdict is None:
             if consume:
-                self._spend(user, server, tool, policy, session, turn)
+                self._spend(user, server, tool, policy, session, turn, session_budget)
             decision = Decision(True, "allowed", None, policy.timeout, policy.max_result_bytes)
         else:
             decision = Decision(False, verdict[1], verdict[0], policy.timeout, policy.max_result_bytes)
@@ -334,13 +381,14 @@ class PolicyEngine:
         session: str,
         turn: str | None,
         project: Path | None,
+        session_budget: bool = True,
     ) -> tuple[str, str] | None:
         if not policy.enabled:
             return "disabled", "the tool is disabled by policy"
         last_turn, count = self._turns.get(session, (None, 0))
         if turn is not None and last_turn == turn and count >= self.settings.calls_per_turn:
             return "turn_budget", f"at most {self.settings.calls_per_turn} tool calls per turn"
-        if self._sessions.get(session, 0) >= self.settings.calls_per_session:
+        if session_budget and self._sessions.get(session, 0) >= self.settings.calls_per_session:
             return "session_budget", f"at most {self.settings.calls_per_session} tool calls per session"
         path_args, url_args = _declared_args(schema, policy)
         roots = self.roots_for(user, project) if path_args & arguments.keys() else ()
@@ -369,12 +417,22 @@ class PolicyEngine:
             self._buckets[key] = bucket
         return bucket
 
-    def _spend(self, user: str, server: str, tool: str, policy: ToolPolicy, session: str, turn: str | None) -> None:
+    def _spend(
+        self,
+        user: str,
+        server: str,
+        tool: str,
+        policy: ToolPolicy,
+        session: str,
+        turn: str | None,
+        session_budget: bool = True,
+    ) -> None:
         if policy.rate_per_minute is not None:
             self._bucket(user, server, tool, policy).take()
         last_turn, count = self._turns.get(session, (None, 0))
         self._turns[session] = (turn, count + 1 if last_turn == turn else 1)
-        self._sessions[session] = self._sessions.get(session, 0) + 1
+        if session_budget:
+            self._sessions[session] = self._sessions.get(session, 0) + 1
 
     def end_session(self, session: str) -> None:
         """Forget a session's budgets."""
@@ -382,7 +440,12 @@ class PolicyEngine:
         self._sessions.pop(session, None)
 
     def filter_result(self, result: CallToolResult, *, max_bytes: int | None = None) -> CallToolResult:
-        """Redact secrets and cap the result at ``max_bytes`` (``Decision.max_result_bytes``), with a notice."""
+        """Redact secrets (text blocks and structured content) and cap the result at ``max_bytes``, with a notice.
+
+        ``max_bytes`` is ``Decision.max_result_bytes``. Structured content (usually a copy of the text) is judged
+        on its own size; when it is dropped the result becomes an error result, since it no longer matches the
+        tool's output schema.
+        """
         cap = max_bytes if max_bytes is not None else BUILTIN_CATEGORIES["default"].max_result_bytes or 0
         kept: list[Any] = []
         used = 0
@@ -404,13 +467,21 @@ class PolicyEngine:
                 used += size
                 kept.append(block)
         structured = result.structured_content
-        if structured is not None:
+        if structured is not None and self.redact is not None:
+            structured = _redacted(structured, self.redact)
+        dropped = False
+        if structured is not None:  # usually a copy of the text: judged on its own, not added to the blocks
             size = len(json.dumps(structured, default=str))
-            total += size
-            if used + size > cap:
-                structured = None
-        if total <= cap:
-            return result.model_copy(update={"content": kept})
+            if size > cap:
+                structured, dropped = None, True
+                total = max(total, size)
+        if total <= cap and not dropped:
+            return result.model_copy(update={"content": kept, "structured_content": structured})
         notice = f"[hanzo-hub: result truncated by policy from {total} to at most {cap} bytes]"
         kept.append(TextContent(type="text", text=notice))
-        return result.model_copy(update={"content": kept, "structured_content": structured})
+        # Without its structured content the result no longer matches the tool's output schema: an error result
+        # (which clients do not validate) that still carries the truncated text.
+        update: dict[str, Any] = {"content": kept, "structured_content": structured}
+        if dropped:
+            update["is_error"] = True
+        return result.model_copy(update=update)

@@ -24,13 +24,33 @@ from cryptography.fernet import Fernet, InvalidToken
 
 from hanzo_hub.errors import VaultError
 
-__all__ = ["KEYRING_USER", "MIN_REDACT_LENGTH", "RedactingFilter", "Redactor", "Vault"]
+__all__ = ["KEYRING_USER", "MIN_REDACT_LENGTH", "SECRET_REF", "RedactingFilter", "Redactor", "Vault", "expand_secrets"]
 
 logger = logging.getLogger(__name__)
 
 KEYRING_USER = "vault-key"
 MIN_REDACT_LENGTH = 4
 NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,127}$")
+SECRET_REF = re.compile(r"\$\{vault:([A-Za-z_][A-Za-z0-9_.-]{0,127})\}")
+"""``${vault:NAME}`` in a server's ``env`` value or header: replaced by the secret at launch."""
+
+
+def expand_secrets(value: str, secrets: Mapping[str, str]) -> str:
+    """``value`` with every ``${vault:NAME}`` replaced by the secret ``NAME``.
+
+    Raises:
+        VaultError: a referenced secret is not in the vault (the message names it, never a value).
+    """
+    if "${vault:" not in value:
+        return value
+
+    def one(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in secrets:
+            raise VaultError(f"secret {name!r} is not in the vault (hanzo-hub secrets set {name})")
+        return secrets[name]
+
+    return SECRET_REF.sub(one, value)
 
 
 def _keyring_get(service: str) -> tuple[object | None, str | None]:

@@ -1,0 +1,332 @@
+"""Per-call policy on the proxy path: one check before a call is forwarded, one filter on its result.
+
+``Hub.call_tool`` asks ``Guard.admit`` (who is calling, which server and tool, the arguments); a denial comes back
+as an ``isError`` result naming the rule that refused it, and the call is never forwarded. An admitted call runs
+under ``Admission.deadline()`` (the policy's per-call timeout) and its result goes through ``Guard.release``:
+secrets redacted, size capped with a notice.
+
+Which policy: servers from the catalog, and servers with a ``sandbox.servers[name]`` entry, are *policed*: their
+manifest (category, ``launch.callTimeoutSeconds``, ``sandbox.maxResultBytes``) and config decide, and path/URL
+arguments are checked. Servers the user configured without any policy get the permissive-but-bounded defaults: no
+path/URL/rate checks, but the default timeout, result cap and per-turn budget (the per-session budget counts only
+policed calls, so a long-lived client of plain servers is never cut off). A stateless-era (2026-07-28) request has
+no session: its per-turn budget is kept per (user, turn) and the per-session budget does not apply. Without
+``sandbox.roots``, paths are confined to the project folder (``catalog.project``, default the working directory).
+Relative path arguments are forwarded made absolute against the root they were checked in.
+
+Every decision is audit-logged: on the ``hanzo_hub.audit`` logger (by ``PolicyEngine``) and as one JSON line in
+``<home>/logs/audit.jsonl`` (rotated at 5 MB, 3 old files kept), with user, session, server, tool, argument names,
+verdict and reason; never argument values or secrets. The client names its model turn with ``_meta`` key
+``dev.hanzo-hub/turn`` (a string) for the per-turn budget (25 calls).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import logging
+import logging.handlers
+import os
+import time
+import weakref
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+from anyio import move_on_after
+from mcp.server.context import ServerRequestContext
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from hanzo_hub.catalog.loader import CatalogEntry
+from hanzo_hub.config import HubSettings, ToolPolicySpec
+from hanzo_hub.hub.identity import current_user
+from hanzo_hub.hub.memory_mount import PROJECT_KEY
+from hanzo_hub.hub.registry import Registry, Target
+from hanzo_hub.sandbox.policy import Decision, PolicyEngine
+from hanzo_hub.sandbox.vault import Redactor
+
+__all__ = ["CATEGORY_ALIASES", "TURN_KEY", "Admission", "Guard"]
+
+logger = logging.getLogger(__name__)
+
+TURN_KEY = "dev.hanzo-hub/turn"
+AUDIT_FILE = "audit.jsonl"
+AUDIT_MAX_BYTES = 5 * 1024 * 1024
+AUDIT_BACKUPS = 3
+MAX_STATELESS_TURNS = 10_000
+CATEGORY_ALIASES = {"code-execution": "code"}
+"""Catalog categories whose built-in policy has a shorter name."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerPolicy:
+    """What the hub knows about a server's policy besides config: its manifest's category and declared limits."""
+
+    policed: bool
+    category: str | None = None
+    declared: ToolPolicySpec | None = None
+
+
+@dataclass(slots=True)
+class Admission:
+    """The verdict on one call; ``refusal`` is the result to return instead of forwarding (``None``: go ahead)."""
+
+    server: str
+    tool: str
+    user: str
+    session: str
+    decision: Decision
+    arguments: dict[str, Any] | None = None
+    """The arguments to forward: relative path arguments made absolute against the root they were checked in."""
+    refusal: types.CallToolResult | None = None
+    timed_out: bool = field(default=False)
+
+    @contextlib.contextmanager
+    def deadline(self) -> Iterator[None]:
+        """Bound the forwarded call by the policy's timeout; ``timed_out`` tells whether it expired."""
+        with move_on_after(self.decision.timeout) as scope:
+            yield
+        self.timed_out = scope.cancelled_caught
+
+
+def _absolute(value: Any, base: Path) -> Any:
+    if isinstance(value, list):
+        return [_absolute(item, base) for item in value]
+    if not isinstance(value, str) or not value or value.startswith(("/", "~", "file:")):
+        return value
+    return str(base / value)
+
+
+def _error(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def server_policies(settings: HubSettings, catalog: Mapping[str, CatalogEntry]) -> dict[str, ServerPolicy]:
+    """The policy facts of every catalog server and every server with a ``sandbox.servers`` entry."""
+    out: dict[str, ServerPolicy] = {}
+    for name, entry in catalog.items():
+        meta = entry.meta
+        declared = ToolPolicySpec(
+            timeout=meta.launch.call_timeout_seconds, max_result_bytes=meta.sandbox.max_result_bytes
+        )
+        out[name] = ServerPolicy(True, CATEGORY_ALIASES.get(meta.category, meta.category), declared)
+    for name in settings.sandbox.servers:
+        out.setdefault(name, ServerPolicy(True))
+    return out
+
+
+class Guard:
+    """The hub's per-call policy: the engine, what each server's manifest declares, and the audit file.
+
+    Args:
+        settings: the hub's settings (``sandbox`` section, home, project).
+        catalog: the catalog entries the hub serves (by server name).
+        registry: for the input schema of the tool being called.
+        secrets: vault values to redact from results.
+    """
+
+    def __init__(
+        self,
+        settings: HubSettings,
+        catalog: Mapping[str, CatalogEntry],
+        registry: Registry,
+        secrets: Mapping[str, str] | None = None,
+    ) -> None:
+        sandbox = settings.sandbox
+        if not sandbox.roots:
+            project = settings.catalog.project or Path.cwd()
+            sandbox = sandbox.model_copy(update={"roots": {"*": (project,)}})
+        self.redactor = Redactor(secrets or {}) if secrets else None
+        self.engine = PolicyEngine(sandbox, redact=self.redactor.redact if self.redactor else None)
+        self.user = settings.user
+        self.catalog = dict(catalog)
+        self.policies = server_policies(settings, catalog)
+        self._unpoliced = ServerPolicy(False)
+        self._registry = registry
+        self._schemas: dict[str, tuple[object, dict[str, Any]]] = {}
+        self._sessions: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+        self._ids = itertools.count(1)
+        self._turn_keys: dict[str, None] = {}
+        self._audit_path = settings.log_dir / AUDIT_FILE
+        self._audit: logging.handlers.RotatingFileHandler | None = None
+
+    def close(self) -> None:
+        """Close the audit file."""
+        handler, self._audit = self._audit, None
+        if handler is not None:
+            handler.close()
+
+    # -- the two hooks --------------------------------------------------------------------------------------------
+
+    async def admit(
+        self, target: Target, arguments: Mapping[str, Any] | None, ctx: ServerRequestContext[Any, Any] | None
+    ) -> Admission:
+        """Check one call before it is forwarded (and spend its budget and rate tokens if it is allowed)."""
+        policy = self.policies.get(target.server, self._unpoliced)
+        meta = ((ctx.params or {}).get("_meta") or {}) if ctx is not None else {}
+        turn = meta.get(TURN_KEY)
+        project = meta.get(PROJECT_KEY)
+        user = current_user(self.user)
+        turn = turn if isinstance(turn, str) else None
+        stateless = ctx is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        session = self._stateless_key(user, turn) if stateless else self._session(ctx)
+        decision = await self.engine.check_call(
+            user,
+            target.server,
+            target.original,
+            arguments,
+            self.schema(target) if policy.policed else None,
+            session=session,
+            turn=turn,
+            project=Path(project) if isinstance(project, str) and os.path.isabs(project) else None,
+            category=policy.category,
+            declared=policy.declared,
+            session_budget=policy.policed and not stateless,
+        )
+        forwarded = dict(arguments) if arguments is not None else None
+        admission = Admission(target.server, target.original, user, session, decision, forwarded)
+        self._write(admission, "allow" if decision.allowed else "deny", decision.reason, arguments)
+        if decision.allowed and policy.policed and forwarded:
+            self._absolutize(admission, forwarded, schema_of=target, policy=policy, project=project)
+        if not decision.allowed:
+            admission.refusal = _error(
+                f"hanzo-hub policy denied {target.server}/{target.original} ({decision.limit}): {decision.reason}"
+            )
+        return admission
+
+    def release(
+        self, admission: Admission, result: types.CallToolResult | types.InputRequiredResult | None
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """The result as the client may see it: a timeout error (``result`` is then ``None``), or redacted, capped."""
+        if admission.timed_out or result is None:
+            self._write(admission, "timeout", f"no result within {admission.decision.timeout:g} s", None)
+            return _error(
+                f"hanzo-hub policy: {admission.server}/{admission.tool} timed out after "
+                f"{admission.decision.timeout:g} s (per-call timeout)"
+            )
+        if not isinstance(result, types.CallToolResult):
+            return result
+        filtered = self.engine.filter_result(result, max_bytes=admission.decision.max_result_bytes)
+        if len(filtered.content) != len(result.content) or filtered.structured_content != result.structured_content:
+            self._write(admission, "truncate", f"result capped at {admission.decision.max_result_bytes} bytes", None)
+        return filtered
+
+    # -- helpers --------------------------------------------------------------------------------------------------
+
+    def _absolutize(
+        self, admission: Admission, arguments: dict[str, Any], *, schema_of: Target, policy: ServerPolicy, project: Any
+    ) -> None:
+        """Make relative path arguments absolute against the root the engine checked them in (its ``base``).
+
+        A downstream would otherwise resolve them against its own working directory, which may lie elsewhere.
+        """
+        names = self.engine.path_arguments(
+            schema_of.server, schema_of.original, self.schema(schema_of), category=policy.category,
+            declared=policy.declared,
+        )  # fmt: skip
+        relative = [n for n in names & arguments.keys() if isinstance(arguments[n], str | list)]
+        if not relative:
+            return
+        narrowed = Path(project) if isinstance(project, str) and os.path.isabs(project) else None
+        roots = self.engine.roots_for(admission.user, narrowed)
+        if not roots:
+            return
+        for name in relative:
+            arguments[name] = _absolute(arguments[name], roots[0])
+
+    async def dry_run(
+        self,
+        target: Target,
+        arguments: Mapping[str, Any] | None,
+        *,
+        user: str,
+        turn: str | None = None,
+        schema: Mapping[str, Any] | None = None,
+    ) -> Decision:
+        """What ``admit`` would decide for ``user``, spending nothing (for ``hanzo-hub policy check``).
+
+        ``schema`` stands in for the tool's input schema when the hub has no listing of its server yet.
+        """
+        policy = self.policies.get(target.server, self._unpoliced)
+        return await self.engine.check_call(
+            user,
+            target.server,
+            target.original,
+            arguments,
+            (self.schema(target) or schema) if policy.policed else None,
+            session="dry-run",
+            turn=turn,
+            category=policy.category,
+            declared=policy.declared,
+            consume=False,
+            session_budget=policy.policed,
+        )
+
+    def schema(self, target: Target) -> dict[str, Any] | None:
+        """The input schema of the tool ``target`` names, from the registry's listing of its server."""
+        listing = self._registry.listings.get(target.server)
+        if listing is None:
+            return None
+        cached = self._schemas.get(target.server)
+        if cached is None or cached[0] is not listing:
+            cached = (listing, {tool.name: tool.input_schema for tool in listing.tools})
+            self._schemas[target.server] = cached
+        schema = cached[1].get(target.original)
+        return schema if isinstance(schema, dict) else None
+
+    def _stateless_key(self, user: str, turn: str | None) -> str:
+        """Budgets of a stateless-era request: no session exists, so its turn (per user) is the unit."""
+        if turn is None:
+            return "stateless"
+        key = f"{user}#turn:{turn}"
+        if key not in self._turn_keys:
+            self._turn_keys[key] = None
+            if len(self._turn_keys) > MAX_STATELESS_TURNS:
+                oldest = next(iter(self._turn_keys))
+                del self._turn_keys[oldest]
+                self.engine.end_session(oldest)
+        return key
+
+    def _session(self, ctx: ServerRequestContext[Any, Any] | None) -> str:
+        """A stable id per client connection; its budgets are forgotten when the connection is gone."""
+        connection = getattr(getattr(ctx, "session", None), "_connection", None)
+        if connection is None:
+            return "default"
+        try:
+            known = self._sessions.get(connection)
+            if known is None:
+                known = self._sessions[connection] = f"s{next(self._ids)}"
+                weakref.finalize(connection, self.engine.end_session, known)
+            return known
+        except TypeError:  # not weak-referenceable
+            return f"c{id(connection)}"
+
+    def _write(self, admission: Admission, verdict: str, reason: str, arguments: Mapping[str, Any] | None) -> None:
+        record: dict[str, Any] = {
+            "ts": round(time.time(), 3),
+            "user": admission.user,
+            "session": admission.session,
+            "server": admission.server,
+            "tool": admission.tool,
+            "verdict": verdict,
+            "limit": admission.decision.limit,
+            "reason": reason,
+        }
+        if arguments is not None:
+            record["arguments"] = sorted(arguments)
+        line = json.dumps(record, ensure_ascii=False)
+        if self.redactor is not None:
+            line = self.redactor.redact(line)
+        try:
+            if self._audit is None:
+                self._audit_path.parent.mkdir(parents=True, exist_ok=True)
+                self._audit = logging.handlers.RotatingFileHandler(
+                    self._audit_path, maxBytes=AUDIT_MAX_BYTES, backupCount=AUDIT_BACKUPS, encoding="utf-8"
+                )
+                self._audit.setFormatter(logging.Formatter("%(message)s"))
+            self._audit.emit(logging.makeLogRecord({"msg": line, "levelno": logging.INFO}))
+        except OSError as exc:  # an unwritable audit file must not fail calls; the logger still has the decision
+            logger.warning("cannot write the audit file %s: %s", self._audit_path, exc.strerror)
