@@ -150,3 +150,26 @@ async def test_a_crash_during_a_fast_call_is_an_error_result_and_the_server_rest
         assert fast.fast_calls == before  # an error result made by the hub, not a relayed one
         again = await client.call_tool("ds__echo", {"text": "back"})
         assert text_of(again) == "back"
+
+
+async def test_the_per_call_policy_applies_on_the_fast_path(make_settings: MakeSettings) -> None:
+    policy = {"sandbox": "none", "defaults": {"max_result_bytes": 200, "rate_per_minute": 1, "burst": 4}}
+    policy["tools"] = {"fail": {"enabled": False}}
+    sandbox = {"keyring_service": None, "servers": {"ds": policy}}
+    settings = make_settings({"ds": stdio("ok", "ds", protocol="legacy"), "other": inproc("beta")}, sandbox=sandbox)
+    async with hub_client(settings) as (client, fast):
+        await client.call_tool("ds__echo", {"text": "start"})
+        before = fast.fast_calls
+        small = await client.call_tool("ds__echo", {"text": "small"})
+        big = await client.call_tool("ds__echo", {"text": "x" * 5000})
+        disabled = await client.call_tool("ds__fail", {"reason": "r"})
+        spent = [await client.call_tool("ds__echo", {"text": "again"}) for _ in range(3)]
+        relayed = fast.fast_calls - before
+    assert text_of(small) == "small"
+    assert "x" * 300 not in text_of(big)
+    assert "truncated by policy" in text_of(big)
+    assert disabled.is_error
+    assert "policy denied" in text_of(disabled)
+    assert any(r.is_error and "policy denied" in text_of(r) for r in spent)  # the bucket of 4 ran dry
+    # Relayed: small, big and the calls the bucket still allowed; the denied ones never reached the server.
+    assert relayed == 2 + sum(not r.is_error for r in spent)

@@ -21,6 +21,7 @@ them), the hub's own memory server (identity stamping), search exposure (virtual
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -35,6 +36,7 @@ from hanzo_hub.backends.base import client_capabilities
 from hanzo_hub.errors import BackendError, ToolNotFound
 from hanzo_hub.hub.core import Hub, is_modern
 from hanzo_hub.hub.memory_mount import MEMORY_SERVER
+from hanzo_hub.hub.registry import Target
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +46,25 @@ _BRIDGED = frozenset({"sampling", "elicitation", "roots"})
 
 def _error_result(text: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}], "isError": True}
+
+
+def _dump(result: types.CallToolResult | types.InputRequiredResult) -> dict[str, Any]:
+    body: dict[str, Any] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return body
+
+
+def _size(result: dict[str, Any]) -> int:
+    """An upper bound of what the policy's result cap measures (text bytes, other blocks and structured content)."""
+    total = 0
+    for block in result.get("content") or ():
+        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+            total += len(block["text"]) * 4  # UTF-8 bytes, at most four per character
+        else:
+            total += len(json.dumps(block, separators=(",", ":")))
+    structured = result.get("structuredContent")
+    if structured is not None:
+        total += len(json.dumps(structured, separators=(",", ":"))) * 2
+    return total
 
 
 def _unstamped(result: dict[str, Any]) -> dict[str, Any]:
@@ -99,8 +120,8 @@ class RawToolCalls:
         plan = self._plan(ctx.params)
         if plan is None:
             return await call_next(ctx)
-        server, params = plan
-        result = await self._relay(ctx, server, params)
+        target, params = plan
+        result = await self._relay(ctx, target, params)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and "resultType" not in result:
             result["resultType"] = "complete"  # a handshake-era server's result (the spec's absent-means-complete)
         return result
@@ -127,12 +148,12 @@ class RawToolCalls:
             # No request id: the relay then sends on the connection's own channel (a finished request's is closed).
             self._standalone = (latest, dataclasses.replace(latest, request_id=None))
         ctx = self._standalone[1]
-        server, params = plan
+        target, params = plan
         logger.debug("tools/call %s: fast path on the transport", params["name"])
 
         async def answer() -> types.JSONRPCMessage:
             try:
-                result = await self._relay(ctx, server, params)
+                result = await self._relay(ctx, target, params)
             except MCPError as exc:
                 return types.JSONRPCError(jsonrpc="2.0", id=message.id, error=exc.error)
             except Exception:  # a transport task: one bad call must not end the connection
@@ -143,7 +164,7 @@ class RawToolCalls:
 
         return answer
 
-    def _plan(self, params: Mapping[str, Any] | None) -> tuple[str, dict[str, Any]] | None:
+    def _plan(self, params: Mapping[str, Any] | None) -> tuple[Target, dict[str, Any]] | None:
         """The server and downstream params of an eligible call, else ``None`` (normal path)."""
         if not params:
             return None
@@ -167,17 +188,24 @@ class RawToolCalls:
         body: dict[str, Any] = {"name": target.original}
         if arguments is not None:
             body["arguments"] = arguments
-        return target.server, body
+        return target, body
 
-    async def _relay(self, ctx: ServerRequestContext[Any, Any], server: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def _relay(
+        self, ctx: ServerRequestContext[Any, Any], target: Target, params: dict[str, Any]
+    ) -> dict[str, Any]:
         hub = self._hub
+        server = target.server
         hub.notifier.track(ctx.session, ctx.protocol_version)
+        admission = await hub.guard.admit(target, params.get("arguments"), ctx)  # per-call policy, as on the typed path
+        if admission.refusal is not None:
+            return _dump(admission.refusal)
+        if admission.arguments is not None:
+            params["arguments"] = admission.arguments
         meta = hub.relay.downstream_meta(ctx)
         if meta:
             params["_meta"] = dict(meta)
         capabilities = hub.relay.upstream_capabilities(ctx)
         arguments = params.get("arguments")
-
         supervisor = hub.pool.get(server)
 
         async def op(client: Client) -> dict[str, Any]:
@@ -185,16 +213,28 @@ class RawToolCalls:
             if channel is None or is_modern(client):  # restarted (or into the stateless era) since the plan
                 with client_capabilities(capabilities):
                     result = await client.call_tool(params["name"], arguments, meta=meta)
-                return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+                return _dump(result)
             return await channel.request(_TOOLS_CALL, params)
 
+        raw: Any = None
         try:
-            with hub.relay.calling(server, ctx):
-                raw: Any = await supervisor.request(op)
+            with admission.deadline(), hub.relay.calling(server, ctx):
+                raw = await supervisor.request(op)
         except BackendError as exc:
             return _error_result(str(exc))
+        if raw is None:
+            return _dump(hub.guard.release(admission, None))  # the policy's per-call timeout expired
         if not isinstance(raw, dict) or not isinstance(raw.get("content"), list):
             logger.warning("%s answered tools/call with an invalid result", server)
             return _error_result(f"server {server!r} answered with an invalid tools/call result")
         self.fast_calls += 1
-        return _unstamped(raw)
+        raw = _unstamped(raw)
+        cap = admission.decision.max_result_bytes
+        if hub.guard.redactor is None and cap is not None and _size(raw) <= cap:
+            passed: dict[str, Any] = raw
+            return passed  # nothing to redact, nothing to cap: the bytes pass as they came
+        try:
+            typed = types.CallToolResult.model_validate(raw, by_name=False)
+        except ValueError:
+            return _error_result(f"server {server!r} answered with an invalid tools/call result")
+        return _dump(hub.guard.release(admission, typed))
