@@ -216,6 +216,11 @@ class FsGrants(_Model):
 class SandboxPolicy(_Model):
     """The default sandbox for the server; the sandbox layer enforces it."""
 
+    backend: Literal["bwrap", "docker", "none"] | None = Field(
+        default=None,
+        description="what the server is launched in (default: the hub's sandbox.backend); 'none' for a server "
+        "that isolates its own work (bubblewrap cannot nest) or needs the host's Docker socket",
+    )
     network: Literal["none", "loopback", "full"] = "none"
     fs: FsGrants = Field(default_factory=FsGrants)
     env_passthrough: list[str] = Field(default_factory=list)

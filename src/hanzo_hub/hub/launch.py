@@ -1,7 +1,8 @@
 """Which stdio servers run in a sandbox, with what limits and grants, and which vault secrets they receive.
 
 A stdio server is sandboxed when it has a sandbox policy: a catalog manifest (``_meta...sandbox``: network and fs
-grants; backend ``sandbox.backend``, bubblewrap by default) or a ``sandbox.servers[name]`` entry in config that names
+grants; the backend the manifest's ``sandbox.backend`` names, else the hub's ``sandbox.backend``, bubblewrap by
+default) or a ``sandbox.servers[name]`` entry in config that names
 a ``sandbox`` backend or sets ``limits``/``read``/``write``. Servers the user configured without any of that launch
 as before (unconfined). ``sandbox: "none"`` is the explicit opt-out (rlimits and a cgroup only).
 
@@ -126,7 +127,8 @@ def server_sandboxes(
         )
         if entry is None and not configured:
             continue
-        kind = (policy.sandbox if policy is not None else None) or settings.sandbox.backend
+        declared = entry.meta.sandbox.backend if entry is not None else None
+        kind = (policy.sandbox if policy is not None else None) or declared or settings.sandbox.backend
         limits = Limits.from_settings(
             policy.limits if policy is not None and policy.limits else settings.sandbox.limits
         )
