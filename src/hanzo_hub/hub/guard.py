@@ -16,7 +16,9 @@ Relative path arguments are forwarded made absolute against the root they were c
 
 Every decision is audit-logged: on the ``hanzo_hub.audit`` logger (by ``PolicyEngine``) and as one JSON line in
 ``<home>/logs/audit.jsonl`` (rotated at 5 MB, 3 old files kept), with user, session, server, tool, argument names,
-verdict and reason; never argument values or secrets. The client names its model turn with ``_meta`` key
+verdict and reason; never argument values or secrets. Refusals, timeouts and truncations are written at once;
+allowed calls in batches at most a second old (one write instead of one per call; a killed hub loses at most that
+second of "allow" lines, never a refusal). The client names its model turn with ``_meta`` key
 ``dev.hanzo-hub/turn`` (a string) for the per-turn budget (25 calls).
 """
 
@@ -56,6 +58,9 @@ TURN_KEY = "dev.hanzo-hub/turn"
 AUDIT_FILE = "audit.jsonl"
 AUDIT_MAX_BYTES = 5 * 1024 * 1024
 AUDIT_BACKUPS = 3
+AUDIT_FLUSH_SECONDS = 1.0
+"""Allowed calls are written in batches at most this old; refusals, timeouts and truncations at once."""
+AUDIT_BATCH = 256
 MAX_STATELESS_TURNS = 10_000
 CATEGORY_ALIASES = {"code-execution": "code"}
 """Catalog categories whose built-in policy has a shorter name."""
@@ -152,9 +157,12 @@ class Guard:
         self._turn_keys: dict[str, None] = {}
         self._audit_path = settings.log_dir / AUDIT_FILE
         self._audit: logging.handlers.RotatingFileHandler | None = None
+        self._pending: list[str] = []
+        self._flushed = time.monotonic()
 
     def close(self) -> None:
-        """Close the audit file."""
+        """Write what is pending and close the audit file."""
+        self._flush()
         handler, self._audit = self._audit, None
         if handler is not None:
             handler.close()
@@ -320,6 +328,17 @@ class Guard:
         line = json.dumps(record, ensure_ascii=False)
         if self.redactor is not None:
             line = self.redactor.redact(line)
+        self._pending.append(line)
+        now = time.monotonic()
+        if verdict != "allow" or now - self._flushed >= AUDIT_FLUSH_SECONDS or len(self._pending) >= AUDIT_BATCH:
+            self._flush(now)
+
+    def _flush(self, now: float | None = None) -> None:
+        """Append the pending audit lines in one write (a write and a flush per call cost more than the check)."""
+        lines, self._pending = self._pending, []
+        self._flushed = time.monotonic() if now is None else now
+        if not lines:
+            return
         try:
             if self._audit is None:
                 self._audit_path.parent.mkdir(parents=True, exist_ok=True)
@@ -327,6 +346,6 @@ class Guard:
                     self._audit_path, maxBytes=AUDIT_MAX_BYTES, backupCount=AUDIT_BACKUPS, encoding="utf-8"
                 )
                 self._audit.setFormatter(logging.Formatter("%(message)s"))
-            self._audit.emit(logging.makeLogRecord({"msg": line, "levelno": logging.INFO}))
+            self._audit.emit(logging.makeLogRecord({"msg": "\n".join(lines), "levelno": logging.INFO}))
         except OSError as exc:  # an unwritable audit file must not fail calls; the logger still has the decision
             logger.warning("cannot write the audit file %s: %s", self._audit_path, exc.strerror)
