@@ -119,8 +119,10 @@ class _Pumps:
                 response = await make()
             finally:
                 self.taken.pop(request_id, None)
-            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):  # the session ended
-                await self.write_send.send(SessionMessage(response))
+            # Straight onto the pipe (a whole line per write, so it cannot interleave with the session's lines).
+            self.writer.write(response.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8") + b"\n")
+            with contextlib.suppress(ConnectionError):  # the client went away; the session ends on its own
+                await self.writer.drain()
 
     def divert(self, message: types.JSONRPCMessage, tg: anyio.abc.TaskGroup) -> bool:
         """Whether ``message`` was handled here instead of going to the session."""
