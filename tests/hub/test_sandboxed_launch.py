@@ -224,3 +224,47 @@ async def test_a_catalog_server_is_sandboxed_and_policed_by_its_manifest(
     assert "policy denied escapee/write (path)" in text_of(outside)  # stopped before the sandbox even saw it
     assert text_of(connected).startswith("error")
     assert listener.accepted == 0
+
+
+async def test_per_tool_limits_of_a_manifest_apply_and_config_overrides_them(
+    make_settings: MakeSettings, tmp_path: Path
+) -> None:
+    folder = tmp_path / "manifests" / "limited"
+    folder.mkdir(parents=True)
+    manifest = {
+        "name": "dev.hanzo-hub/limited",
+        "description": "Per-tool limits, for policy tests",
+        "version": "1.0.0",
+        "_meta": {
+            "dev.hanzo-hub/catalog": {
+                "id": "limited",
+                "category": "system",
+                "origin": "fixture",
+                "install": {"kind": "none"},
+                "launch": {"command": "{python}", "args": ["-m", "tests.fixtures.downstream", "ok", "limited"]},
+                "offline": {"status": "verified"},
+                "sandbox": {
+                    "backend": "none",
+                    "tools": {
+                        "fail": {"enabled": False},
+                        "echo": {"maxResultBytes": 64},
+                        "add": {"ratePerMinute": 1, "burst": 1},
+                    },
+                },
+            }
+        },
+    }
+    (folder / "server.json").write_text(json.dumps(manifest), encoding="utf-8")
+    catalog = {"manifest_dirs": [str(tmp_path / "manifests")], "enabled": ["limited"]}
+    override = {"servers": {"limited": {"tools": {"add": {"burst": 3}}}}, "keyring_service": None}
+    settings = make_settings({"alpha": inproc("alpha")}, catalog=catalog, sandbox=override)
+    async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
+        assert hub.launches["limited"].kind == "none"
+        refused = await client.call_tool("limited__fail", {"reason": "r"})
+        capped = await client.call_tool("limited__echo", {"text": "y" * 500})
+        added = [await client.call_tool("limited__add", {"a": 1, "b": 2}) for _ in range(4)]
+    assert refused.is_error
+    assert "policy denied limited/fail (disabled)" in text_of(refused)
+    assert "truncated by policy" in text_of(capped)
+    assert "y" * 100 not in text_of(capped)
+    assert [r.is_error for r in added] == [False, False, False, True]  # config's burst of 3 beats the manifest's 1

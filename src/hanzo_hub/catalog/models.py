@@ -213,6 +213,25 @@ class FsGrants(_Model):
     write: list[str] = Field(default_factory=list)
 
 
+class ToolLimits(_Model):
+    """The per-call policy a manifest declares for one tool (unset fields fall back to the server's category).
+
+    Config (``sandbox.servers.<name>.tools``) overrides it field by field.
+    """
+
+    path_args: list[str] | None = Field(default=None, description="arguments holding file paths")
+    url_args: list[str] | None = Field(default=None, description="arguments holding URLs")
+    writable: bool | None = Field(default=None, description="whether the tool writes to its path arguments")
+    allow_hosts: list[str] | None = None
+    deny_hosts: list[str] | None = None
+    allow_private_network: bool | None = None
+    rate_per_minute: float | None = Field(default=None, gt=0)
+    burst: int | None = Field(default=None, ge=1)
+    timeout_seconds: float | None = Field(default=None, gt=0)
+    max_result_bytes: int | None = Field(default=None, gt=0)
+    enabled: bool | None = Field(default=None, description="false: the hub refuses calls of this tool")
+
+
 class SandboxPolicy(_Model):
     """The default sandbox for the server; the sandbox layer enforces it."""
 
@@ -225,6 +244,7 @@ class SandboxPolicy(_Model):
     fs: FsGrants = Field(default_factory=FsGrants)
     env_passthrough: list[str] = Field(default_factory=list)
     max_result_bytes: int = Field(default=1024 * 1024, gt=0)
+    tools: dict[str, ToolLimits] = Field(default_factory=dict, description="per-call policy of single tools")
 
 
 class Offline(_Model):

@@ -43,6 +43,7 @@ from mcp.server.context import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from hanzo_hub.catalog.loader import CatalogEntry
+from hanzo_hub.catalog.models import ToolLimits
 from hanzo_hub.config import HubSettings, ToolPolicySpec
 from hanzo_hub.hub.identity import current_user
 from hanzo_hub.hub.memory_mount import PROJECT_KEY
@@ -73,6 +74,16 @@ class ServerPolicy:
     policed: bool
     category: str | None = None
     declared: ToolPolicySpec | None = None
+    tools: Mapping[str, ToolPolicySpec] = field(default_factory=dict)
+    """What the manifest declares per tool, over ``declared``."""
+
+    def for_tool(self, tool: str) -> ToolPolicySpec | None:
+        """The declared policy of one tool: its own fields, else the server's."""
+        own = self.tools.get(tool)
+        if own is None or self.declared is None:
+            return own or self.declared
+        fallback = self.declared.model_dump()
+        return own.model_copy(update={k: v for k, v in fallback.items() if getattr(own, k) is None})
 
 
 @dataclass(slots=True)
@@ -109,6 +120,14 @@ def _error(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
+def _tool_spec(limits: ToolLimits) -> ToolPolicySpec:
+    """A manifest's per-tool limits in the engine's terms."""
+    body = limits.model_dump(exclude_none=True)
+    if "timeout_seconds" in body:
+        body["timeout"] = body.pop("timeout_seconds")
+    return ToolPolicySpec.model_validate(body)
+
+
 def server_policies(settings: HubSettings, catalog: Mapping[str, CatalogEntry]) -> dict[str, ServerPolicy]:
     """The policy facts of every catalog server and every server with a ``sandbox.servers`` entry."""
     out: dict[str, ServerPolicy] = {}
@@ -117,7 +136,8 @@ def server_policies(settings: HubSettings, catalog: Mapping[str, CatalogEntry]) 
         declared = ToolPolicySpec(
             timeout=meta.launch.call_timeout_seconds, max_result_bytes=meta.sandbox.max_result_bytes
         )
-        out[name] = ServerPolicy(True, CATEGORY_ALIASES.get(meta.category, meta.category), declared)
+        tools = {tool: _tool_spec(limits) for tool, limits in meta.sandbox.tools.items()}
+        out[name] = ServerPolicy(True, CATEGORY_ALIASES.get(meta.category, meta.category), declared, tools)
     for name in settings.sandbox.servers:
         out.setdefault(name, ServerPolicy(True))
     return out
@@ -191,7 +211,7 @@ class Guard:
             turn=turn,
             project=Path(project) if isinstance(project, str) and os.path.isabs(project) else None,
             category=policy.category,
-            declared=policy.declared,
+            declared=policy.for_tool(target.original),
             session_budget=policy.policed and not stateless,
         )
         forwarded = dict(arguments) if arguments is not None else None
@@ -233,7 +253,7 @@ class Guard:
         """
         names = self.engine.path_arguments(
             schema_of.server, schema_of.original, self.schema(schema_of), category=policy.category,
-            declared=policy.declared,
+            declared=policy.for_tool(schema_of.original),
         )  # fmt: skip
         relative = [n for n in names & arguments.keys() if isinstance(arguments[n], str | list)]
         if not relative:
@@ -268,7 +288,7 @@ class Guard:
             session="dry-run",
             turn=turn,
             category=policy.category,
-            declared=policy.declared,
+            declared=policy.for_tool(target.original),
             consume=False,
             session_budget=policy.policed,
         )
