@@ -25,7 +25,7 @@ Target = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-/]+$", max_length=200, de
 def _junit(text: str) -> dict[str, Any]:
     try:
         xml = JUnitXml.fromstring(text)
-    except (ParseError, JUnitXmlError, ValueError) as exc:
+    except (ParseError, JUnitXmlError, ValueError, SyntaxError) as exc:  # lxml's XMLSyntaxError is a SyntaxError
         raise ToolError(f"not a JUnit XML report: {exc}") from exc
     parsed: Any = xml
     suites = [parsed] if isinstance(parsed, TestSuite) else list(parsed)

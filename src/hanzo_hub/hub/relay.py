@@ -182,12 +182,13 @@ class Relay:
                     message=f"hanzo-hub: no client request is in flight to answer {capability} for server '{server}'",
                 )
             return await self._send(session, None, request, result_type)
-        if call.modern and call.asker is not None:
+        if call.modern:
             declared = self.upstream_capabilities(call.ctx) or {}
             if capability not in declared:
                 return types.ErrorData(
                     code=types.INVALID_REQUEST, message=f"hanzo-hub: the client does not support {capability}"
                 )
+        if call.modern and call.asker is not None:
             answer = await call.asker.ask(capability, request)
             return answer if isinstance(answer, result_type | types.ErrorData) else _mismatch(capability)
         if call.modern:

@@ -1,6 +1,7 @@
 """Tiny exec shim: join cgroups, set rlimits, optionally start a session, then exec the real command.
 
-Run as ``python -I -S _launcher.py [--cg PROCS_FILE]... [--rl NAME=VALUE]... [--setsid] -- ARGV...`` so it needs
+Run as ``python -I -S _launcher.py [--cg PROCS_FILE]... [--rl NAME=VALUE]... [--setsid] [--env-keep A,B] -- ARGV...``
+(``--env-keep``: drop every environment variable but these names, whatever the caller's process added) so it needs
 neither ``site`` nor the hub package and starts in a few milliseconds. Joining the cgroup before ``exec`` means
 every descendant is accounted for, with no window in which a child could fork outside it. It imports nothing from
 ``hanzo_hub`` on purpose.
@@ -53,6 +54,12 @@ def main(argv: list[str]) -> int:
             elif flag == "--setsid":
                 os.setsid()
                 i += 1
+            elif flag == "--env-keep":
+                keep = set(value.split(",")) if value else set()
+                # The exec shim's whole job is the child's process state; it reads no configuration.
+                for name in [n for n in os.environ if n not in keep]:  # noqa: TID251
+                    del os.environ[name]  # noqa: TID251
+                i += 2
             else:
                 sys.stderr.write(f"hanzo-sandbox-launcher: unknown flag {flag}\n")
                 return 125

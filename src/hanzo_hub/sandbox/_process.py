@@ -29,8 +29,14 @@ KILL_GRACE = 2.0
 """Seconds to wait for a killed process to be reaped."""
 
 
-def launcher_argv(limits: Limits, cgroup: Cgroup | None, *, setsid: bool) -> list[str]:
-    """The exec-shim prefix that joins ``cgroup`` and applies ``limits`` as rlimits."""
+def launcher_argv(
+    limits: Limits, cgroup: Cgroup | None, *, setsid: bool, env_keep: Sequence[str] | None = None
+) -> list[str]:
+    """The exec-shim prefix that joins ``cgroup`` and applies ``limits`` as rlimits.
+
+    ``env_keep``: the only environment variables (names) the command may inherit; the launching process may have
+    added others (jupyter's ``JPY_PARENT_PID``, which makes a kernel in a pid namespace think its parent died).
+    """
     argv = [sys.executable, "-I", "-S", LAUNCHER]
     for procs in cgroup.procs_files if cgroup is not None else ():
         argv += ["--cg", str(procs)]
@@ -44,6 +50,8 @@ def launcher_argv(limits: Limits, cgroup: Cgroup | None, *, setsid: bool) -> lis
     argv += ["--rl", "core=0"]
     if setsid:
         argv.append("--setsid")
+    if env_keep is not None:
+        argv += ["--env-keep", ",".join(sorted(env_keep))]
     return [*argv, "--"]
 
 

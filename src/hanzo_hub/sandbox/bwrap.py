@@ -127,10 +127,13 @@ class BwrapSandbox:
         vault secrets, and any local user can read a process's command line.
         """
         cgroup = self._cgroup(limits)
-        argv = [*launcher_argv(limits.with_(wall_seconds=None, cpu_seconds=None), cgroup, setsid=False)]
-        argv += self._argv(command, env, cwd, limits, grants, inline_env=False)
+        plan_env = sandbox_env(env)
+        shim = launcher_argv(
+            limits.with_(wall_seconds=None, cpu_seconds=None), cgroup, setsid=False, env_keep=list(plan_env)
+        )
+        argv = [*shim, *self._argv(command, env, cwd, limits, grants, inline_env=False)]
         cleanup = cgroup.destroy if cgroup is not None else None
-        return LaunchPlan(argv=argv, env=sandbox_env(env), cwd=None, cleanup=cleanup)
+        return LaunchPlan(argv=argv, env=plan_env, cwd=None, cleanup=cleanup)
 
     async def run(
         self,
