@@ -1,9 +1,11 @@
-"""RSS 2.0, RSS 1.0 (RDF) and Atom feeds parsed with lxml (no entities, no network), and feed discovery in an HTML
-page (``<link rel="alternate" type="application/rss+xml">``). Dates come back as ISO 8601 when they parse."""
+"""RSS 2.0, RSS 1.0 (RDF) and Atom feeds parsed with lxml (no entities, no network), JSON Feed 1.x, and feed discovery
+in an HTML page (``<link rel="alternate" type="application/rss+xml">``). Dates come back as ISO 8601 when they parse.
+"""
 
 from __future__ import annotations
 
 import email.utils
+import json
 from datetime import datetime
 from typing import Any
 from urllib.parse import urljoin
@@ -114,8 +116,35 @@ def rss(root: Any, base: str) -> dict[str, Any]:
             "entries": [rss_item(i, ns, base) for i in items]}  # fmt: skip
 
 
+def json_feed(body: bytes, base: str) -> dict[str, Any]:
+    """A JSON Feed (jsonfeed.org, version 1 or 1.1)."""
+    try:
+        doc = json.loads(body)
+    except ValueError as exc:
+        raise ToolError(f"the feed is not valid JSON: {exc}") from exc
+    if not isinstance(doc, dict) or "jsonfeed.org" not in str(doc.get("version", "")):
+        raise ToolError("not a JSON Feed (no jsonfeed.org version)")
+    entries = []
+    for item in doc.get("items") or []:
+        if not isinstance(item, dict):
+            continue
+        authors = item.get("authors") or ([item["author"]] if isinstance(item.get("author"), dict) else [])
+        link = item.get("url") or item.get("external_url")
+        entries.append({"title": plain(item.get("title")), "link": urljoin(base, str(link)) if link else None,
+                        "id": str(item["id"]) if item.get("id") is not None else None,
+                        "published": iso_date(item.get("date_published")),
+                        "updated": iso_date(item.get("date_modified")),
+                        "author": ", ".join(str(a.get("name")) for a in authors if isinstance(a, dict)) or None,
+                        "summary": plain(item.get("summary") or item.get("content_text") or item.get("content_html")),
+                        "categories": [str(t) for t in item.get("tags") or []]})  # fmt: skip
+    return {"format": "json", "title": plain(doc.get("title")), "link": doc.get("home_page_url"),
+            "description": plain(doc.get("description")), "updated": None, "entries": entries}  # fmt: skip
+
+
 def parse_feed(body: bytes, base: str) -> dict[str, Any]:
     """A feed document as its title, link, description, update time and entries."""
+    if body.lstrip()[:1] == b"{":
+        return json_feed(body, base)
     try:
         root = etree.fromstring(body, parser=etree.XMLParser(resolve_entities=False, no_network=True, recover=False))
     except etree.XMLSyntaxError as exc:

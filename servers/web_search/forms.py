@@ -129,6 +129,9 @@ def data_set(form: Form, values: dict[str, str | list[str]], submit: str) -> lis
     unknown = sorted(set(values) - names)
     if unknown:
         raise ToolError(f"form {form.index} has no field {', '.join(unknown)}; its fields are: {sorted(names)}")
+    files = sorted(set(values) & {f["name"] for f in form.fields if f["type"] == "file"})
+    if files:
+        raise ToolError(f"{', '.join(files)} is a file field; uploading files is not supported here")
     buttons = [f for f in form.fields if f["type"] in ("submit", "image") and f["name"] and not f["disabled"]]
     if submit and submit not in {b["name"] for b in buttons}:
         raise ToolError(f"no submit button named {submit!r}; buttons: {[b['name'] for b in buttons]}")

@@ -197,24 +197,24 @@ def register(mcp: MCPServer, store: IndexStore, record_of: Record) -> None:  # n
         annotations=READ_WEB,
         description="Read an RSS 2.0, RSS 1.0 or Atom feed: the feed's title, link, description and update time, "
         "and its entries (title, link, id, published/updated as ISO 8601, author, plain-text summary, "
-        "categories), newest first as the feed lists them. Given an HTML page it follows the feed the page "
+        "categories), in the feed's order. Also reads JSON Feed. Given an HTML page it follows the feed the page "
         "announces (<link rel=alternate>). Use to follow news, blogs and release notes.",
     )
     async def web_feed(
-        url: Annotated[str, Field(pattern=r"^(https?://\S+)?$", description="feed or page URL ('' when xml is "
-                                  "given)")] = "",
-        xml: Annotated[str, Field(description="feed XML text instead of fetching url ('' = fetch)")] = "",
+        url: Annotated[str, Field(pattern=r"^(https?://\S+)?$", description="feed or page URL ('' when content "
+                                  "is given)")] = "",
+        content: Annotated[str, Field(description="the feed's text (XML or JSON) instead of fetching url")] = "",
         max_entries: Annotated[int, Field(ge=1, le=1000)] = 50,
     ) -> CallToolResult:  # fmt: skip
         discovered: list[dict[str, str]] = []
-        if xml:
-            body, base = xml.encode(), url or "http://localhost/"
+        if content:
+            body, base = content.encode(), url or "http://localhost/"
         elif not url:
-            raise ToolError("give url or xml")
+            raise ToolError("give url or content")
         else:
             async with session() as http:
                 page = await get_ok(http, url)
-                if "html" in page.content_type:
+                if "html" in page.content_type and page.body.lstrip()[:5] not in (b"<?xml", b"<rss ", b"<feed"):
                     discovered = await off_loop(feeds.discover, page.text(), page.url)
                     if not discovered:
                         raise ToolError(f"{url} is an HTML page that announces no feed (<link rel=alternate>)")
@@ -244,6 +244,7 @@ def register(mcp: MCPServer, store: IndexStore, record_of: Record) -> None:  # n
         scope: Literal["main", "page"] = "main",
         context_chars: Annotated[int, Field(ge=0, le=500)] = 80,
         max_matches: Annotated[int, Field(ge=1, le=1000)] = 50,
+        max_seconds: Annotated[float, Field(gt=0, le=60, description="time limit of the search")] = 10.0,
     ) -> CallToolResult:
         compiled = compile_pattern(pattern, regex, case_sensitive, whole_word)
         text, base = await html_of(url, html)
@@ -253,7 +254,14 @@ def register(mcp: MCPServer, store: IndexStore, record_of: Record) -> None:  # n
                     else extract.clean_text(extract.soup_of(text).get_text("\n")))  # fmt: skip
             return extract.find_text(body, compiled, context_chars, max_matches)
 
-        matches, total = await off_loop(search)
+        try:
+            with anyio.fail_after(max_seconds):
+                matches, total = await anyio.to_thread.run_sync(search, abandon_on_cancel=True)
+        except TimeoutError as exc:
+            raise ToolError(
+                f"the search took longer than {max_seconds} s; simplify the pattern (nested "
+                "repetition like (a+)+ backtracks exponentially)"
+            ) from exc
         return table_result(["line", "match", "before", "after"],
                             [[m["line"], m["match"], m["before"], m["after"]] for m in matches],
                             url=base, total=total, truncated=total > len(matches))  # fmt: skip

@@ -77,6 +77,11 @@ async def test_check_links_reports_broken_links_of_a_page_and_of_the_index(clien
     assert report["summary"]["broken"] == 4
     assert report["summary"]["timeouts"] == 1
     assert report["summary"]["byStatus"]["error"] == 2
+    assert report["finished"] is True
+    hurried = ok(await call(client, "web_check_links", url=f"{site}/links.html", max_seconds=0.3, show="all"))
+    assert hurried["finished"] is False
+    assert f"{site}/slow" not in {r[0] for r in hurried["rows"]}
+    assert f"{site}/docs/install.html" in {r[0] for r in hurried["rows"]}
     broken = ok(await call(client, "web_check_links", url=f"{site}/links.html", timeout_seconds=0.5,
                            internal_only=True, concurrency=2))  # fmt: skip
     assert sorted(r[0] for r in broken["rows"]) == [f"{site}/docs/missing.html", f"{site}/slow", f"{site}/status/500"]
@@ -132,7 +137,7 @@ async def test_submit_form_sends_defaults_and_values(client: Client, site: str) 
     assert "exact=" not in got["text"]
     posted = ok(await call(client, "web_submit_form", url=f"{site}/forms.html", form="contact", submit="action",
                            values={"email": "a@b.c", "topic": "sales", "tags": ["a", "c"]}))  # fmt: skip
-    assert "method POST" in posted["text"]
+    assert "method POST type application/x-www-form-urlencoded" in posted["text"]
     assert posted["sent"] == [["email", "a@b.c"], ["message", "Hello"], ["topic", "sales"], ["tags", "a"],
                               ["tags", "c"], ["action", "send"]]  # fmt: skip
     for field in ("email=a@b.c", "topic=sales", "tags=c", "action=send"):
@@ -140,7 +145,10 @@ async def test_submit_form_sends_defaults_and_values(client: Client, site: str) 
     assert "legacy" not in posted["text"]
     assert "preview" not in posted["text"]
     multipart = ok(await call(client, "web_submit_form", url=f"{site}/forms.html", form="2", values={"title": "q3"}))
-    assert "method POST" in multipart["text"]
+    assert "method POST type multipart/form-data" in multipart["text"]
+    assert "attachment" not in multipart["text"]
+    assert "file field" in err(await call(client, "web_submit_form", url=f"{site}/forms.html", form="upload",
+                                          values={"attachment": "x"}))  # fmt: skip
     assert "title=q3" in multipart["text"]
     assert "required field(s) email" in err(await call(client, "web_submit_form", url=f"{site}/forms.html",
                                                         form="contact"))  # fmt: skip
@@ -195,12 +203,19 @@ async def test_feeds_rss_atom_rdf_and_discovery(client: Client, site: str) -> No
     assert found["discovered"] == [{"url": f"{site}/feeds/rss.xml", "type": "application/rss+xml",
                                     "title": "Widget news"}]  # fmt: skip
     assert (found["rowCount"], found["total"]) == (1, 2)
-    inline = ok(await call(client, "web_feed", xml=web_site.ATOM))
+    assert ok(await call(client, "web_feed", url=f"{site}/feeds/mislabelled"))["total"] == 2
+    jsonfeed = ok(await call(client, "web_feed", url=f"{site}/feeds/feed.json"))
+    assert jsonfeed["feed"]["format"] == "json"
+    assert dict(zip(jsonfeed["columns"], jsonfeed["rows"][0], strict=True)) == {
+        "title": "Seven", "link": f"{site}/posts/7", "published": "2026-11-07T07:00:00+00:00", "updated": None,
+        "author": "Lin", "summary": "Lucky seven", "categories": ["numbers"], "id": "7"}  # fmt: skip
+    assert "not a JSON Feed" in err(await call(client, "web_feed", content='{"items": []}'))
+    inline = ok(await call(client, "web_feed", content=web_site.ATOM))
     assert inline["rows"][0][0] == "Faster start"
     assert "not valid XML" in err(await call(client, "web_feed", url=f"{site}/feeds/bad.xml"))
     assert "not an RSS or Atom feed" in err(await call(client, "web_feed", url=f"{site}/feeds/notfeed.xml"))
     assert "announces no feed" in err(await call(client, "web_feed", url=f"{site}/docs/install.html"))
-    assert "give url or xml" in err(await call(client, "web_feed"))
+    assert "give url or content" in err(await call(client, "web_feed"))
 
 
 async def test_find_text_in_a_page(client: Client, site: str) -> None:
@@ -221,6 +236,9 @@ async def test_find_text_in_a_page(client: Client, site: str) -> None:
     capped = ok(await call(client, "web_find_text", html="<p>a b a a</p>", pattern="a", whole_word=True,
                            max_matches=2))  # fmt: skip
     assert (capped["rowCount"], capped["total"], capped["truncated"]) == (2, 3, True)
+    slow = await call(client, "web_find_text", html=f"<p>{'a' * 23}!</p>", pattern="(a+)+$", regex=True,
+                      max_seconds=0.1)  # fmt: skip
+    assert "longer than 0.1 s" in err(slow)
     assert "bad regular expression" in err(await call(client, "web_find_text", url=url, pattern="(", regex=True))
     assert err(await call(client, "web_find_text", url=url, pattern=""))
 

@@ -113,6 +113,9 @@ xmlns="http://purl.org/rss/1.0/" xmlns:dc="http://purl.org/dc/elements/1.1/">
 <description>Old style</description></channel>
 <item rdf:about="http://widget.example/a"><title>Item A</title><link>http://widget.example/a</link>
 <dc:date>2026-10-01T12:00:00Z</dc:date><description>First</description></item></rdf:RDF>"""
+JSON_FEED = """{"version": "https://jsonfeed.org/version/1.1", "title": "Widget JSON", "items": [
+ {"id": 7, "url": "/posts/7", "title": "Seven", "content_html": "<p>Lucky <i>seven</i></p>",
+  "date_published": "2026-11-07T07:00:00Z", "authors": [{"name": "Lin"}], "tags": ["numbers"]}]}"""
 SECURE_HEADERS = {
     "Strict-Transport-Security": "max-age=63072000; includeSubDomains",
     "Content-Security-Policy": "default-src 'self'; frame-ancestors 'none'", "X-Content-Type-Options": "nosniff",
@@ -152,7 +155,8 @@ def live_routes() -> list[Route]:
                 (k, v if isinstance(v, str) else f"file:{v.filename}") for k, v in (await request.form()).multi_items()
             ]
         items = "".join(f"<li>{k}={v}</li>" for k, v in fields)
-        return HTMLResponse(page("Echo", f"<h1>Echo</h1><p>method {request.method}</p><ul>{items}</ul>"))
+        kind = request.headers.get("content-type", "none").split(";")[0]
+        return HTMLResponse(page("Echo", f"<h1>Echo</h1><p>method {request.method} type {kind}</p><ul>{items}</ul>"))
 
     async def head_refused(request: Request) -> Response:
         return Response(status_code=405) if request.method == "HEAD" else HTMLResponse(page("No head", "<p>ok</p>"))
@@ -172,6 +176,8 @@ def live_routes() -> list[Route]:
             Route("/feeds/rss.xml", xml(RSS, "application/rss+xml")),
             Route("/feeds/atom.xml", xml(ATOM, "application/atom+xml")),
             Route("/feeds/rdf.xml", xml(RDF, "application/rdf+xml")),
+            Route("/feeds/mislabelled", xml(RSS, "text/html")),
+            Route("/feeds/feed.json", xml(JSON_FEED, "application/feed+json")),
             Route("/feeds/bad.xml", xml("<rss><channel>", "application/xml")),
             Route("/feeds/notfeed.xml", xml("<html-ish/>", "application/xml")), *header_routes()]  # fmt: skip
 
