@@ -132,7 +132,8 @@ def register(mcp: MCPServer, store: IndexStore, record_of: Record) -> None:  # n
         url: Annotated[str, Field(pattern=r"^https?://\S+$", description="the page holding the form")],
         form: Annotated[str, Field(description="form index, id or name ('' = the first form)")] = "",
         values: Annotated[dict[str, str | list[str]] | None, Field(description="field name -> value (a list "
-                                                                   "for multi-selects and checkbox groups)")] = None,
+                                                                   "for multi-selects and checkbox groups, [] "
+                                                                   "unchecks or deselects)")] = None,
         submit: Annotated[str, Field(description="name of the submit button to press ('' = none)")] = "",
         html: Annotated[str, Field(description="the page's HTML instead of fetching url ('' = fetch)")] = "",
         max_chars: MaxChars = 20_000,

@@ -135,6 +135,10 @@ async def test_submit_form_sends_defaults_and_values(client: Client, site: str) 
     assert "method GET" in got["text"]
     assert "q=widget" in got["text"]
     assert "exact=" not in got["text"]
+    unchecked = ok(
+        await call(client, "web_submit_form", url=f"{site}/forms.html", values={"fresh": [], "exact": "yes"})
+    )
+    assert [p[0] for p in unchecked["sent"]] == ["token", "q", "lang", "exact", "outside"]
     posted = ok(await call(client, "web_submit_form", url=f"{site}/forms.html", form="contact", submit="action",
                            values={"email": "a@b.c", "topic": "sales", "tags": ["a", "c"]}))  # fmt: skip
     assert "method POST type application/x-www-form-urlencoded" in posted["text"]
