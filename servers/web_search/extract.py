@@ -146,3 +146,34 @@ def to_markdown(html: str, *, main_only: bool = True) -> str:
     soup = soup_of(html)
     element = main_element(soup) if main_only else (soup.body or soup)
     return clean_text(markdownify(str(element), heading_style="ATX", strip=["img"]))
+
+
+def images(html: str, base: str) -> list[dict[str, Any]]:
+    """Every ``<img>``: absolute src, alt text (None when the attribute is missing), size, lazy loading, srcset."""
+    found = []
+    for img in soup_of(html).find_all("img"):
+        src = str(img.get("src") or img.get("data-src") or "").strip()
+        srcset = str(img.get("srcset") or "")
+        found.append({"src": urljoin(base, src) if src else None,
+                      "alt": str(img["alt"]) if img.has_attr("alt") else None,
+                      "width": str(img.get("width") or "") or None, "height": str(img.get("height") or "") or None,
+                      "loading": str(img.get("loading") or "") or None,
+                      "srcset": [urljoin(base, c.split()[0]) for c in srcset.split(",") if c.strip()]})  # fmt: skip
+    return found
+
+
+def find_text(text: str, pattern: re.Pattern[str], context: int, limit: int) -> tuple[list[dict[str, Any]], int]:
+    """Up to ``limit`` matches of ``pattern`` in ``text`` with line number and ``context`` characters around;
+    (matches, total count)."""
+    matches: list[dict[str, Any]] = []
+    total = 0
+    for match in pattern.finditer(text):
+        if match.end() == match.start():
+            continue
+        total += 1
+        if len(matches) < limit:
+            start, end = match.span()
+            matches.append({"match": match.group(0), "line": text.count("\n", 0, start) + 1, "offset": start,
+                            "before": text[max(0, start - context): start].replace("\n", " "),
+                            "after": text[end: end + context].replace("\n", " ")})  # fmt: skip
+    return matches, total

@@ -1,5 +1,6 @@
 """The ``web-search`` MCP server: crawl and index pages into a local SQLite FTS5 index, search it with BM25, and
-read pages apart (links, metadata, tables, Markdown, robots.txt, sitemaps).
+read pages apart (links, metadata, tables, Markdown, robots.txt, sitemaps); ``live_tools`` adds the tools over live
+pages (header audits, link checks, forms, diffs, feeds, text search, images).
 
 The index lives in ``$HANZO_WEB_SEARCH_DIR`` (the manifest sets ``{home}/data/web-search``); ``build(directory)``
 makes a server over any folder (the tests use a temporary one).
@@ -9,9 +10,8 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 import anyio
@@ -21,12 +21,11 @@ from pydantic import Field
 
 from servers._common import ToolError, json_result, table_result
 from servers.web_search import crawl as crawling
-from servers.web_search import extract
-from servers.web_search.fetch import Page, get_ok, session
+from servers.web_search import extract, live_tools
+from servers.web_search.fetch import Page, get_ok, html_of, off_loop, session
 from servers.web_search.store import IndexStore
 
 DIR_ENV = "HANZO_WEB_SEARCH_DIR"
-T = TypeVar("T")
 READ_WEB = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=True)
 INDEXING = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=True)
 READ_INDEX = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
@@ -42,24 +41,6 @@ def default_dir() -> Path:
     """The index folder from the environment the manifest sets (a temporary folder otherwise)."""
     configured = os.environ.get(DIR_ENV)  # noqa: TID251 - the server's one setting, injected by its manifest
     return Path(configured) if configured else Path(tempfile.gettempdir()) / "hanzo-web-search"
-
-
-async def html_of(url: str, html: str) -> tuple[str, str]:
-    """(html, base URL) from the html argument, or by fetching url."""
-    if html:
-        return html, url or "http://localhost/"
-    if not url:
-        raise ToolError("give url or html")
-    async with session() as http:
-        page = await get_ok(http, url)
-    if not page.is_html:
-        raise ToolError(f"{url} is {page.content_type or 'not HTML'}, not an HTML page")
-    return page.text(), page.url
-
-
-async def off_loop(fn: Callable[..., T], *args: Any) -> T:
-    """Parse HTML in a worker thread (a large page takes long enough to stall other calls)."""
-    return await anyio.to_thread.run_sync(fn, *args)
 
 
 def page_record(page: Page, html: str) -> tuple[dict[str, Any], list[str]]:
@@ -78,8 +59,9 @@ def build(directory: Path) -> MCPServer:  # noqa: C901 - one nested function per
     mcp = MCPServer(
         "web-search",
         instructions="Crawl and index web pages into a local full-text index, then search it (BM25) and read "
-        "cached pages. Also extracts links, metadata, tables and Markdown from any page, and reads robots.txt "
-        "and sitemaps. URLs are governed by the hub's network policy.",
+        "cached pages. Also extracts links, metadata, tables, images and Markdown from any page, reads robots.txt, "
+        "sitemaps and RSS/Atom feeds, audits response headers, checks links, lists and submits forms, finds text "
+        "in pages and diffs a page against its indexed copy. URLs are governed by the hub's network policy.",
     )
 
     async def index_page(page: Page, html: str) -> list[str]:
@@ -308,6 +290,7 @@ def build(directory: Path) -> MCPServer:  # noqa: C901 - one nested function per
         return json_result({"url": base, "markdown": markdown[:max_chars], "truncated": len(markdown) > max_chars},
                            text=markdown[:max_chars])  # fmt: skip
 
+    live_tools.register(mcp, store, page_record)
     return mcp
 
 
