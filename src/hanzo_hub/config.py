@@ -42,6 +42,7 @@ __all__ = [
     "SandboxSettings",
     "ServerPolicySpec",
     "ToolPolicySpec",
+    "ToolOverrideSpec",
     "SseServerSpec",
     "StdioServerSpec",
     "load_settings",
@@ -57,6 +58,14 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class ToolOverrideSpec(_Model):
+    """A correction to one downstream tool as the hub exposes it: hide it, rename it, or fix its description."""
+
+    hidden: bool = False
+    rename: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    description: str | None = None
+
+
 class _ServerBase(_Model):
     alias: str | None = Field(
         default=None, description="Short prefix for exposed names (letters, digits, '-'; at most 24 characters)."
@@ -64,6 +73,9 @@ class _ServerBase(_Model):
     enabled: bool = True
     protocol: ProtocolMode = Field(default="auto", description="How to negotiate with the server.")
     call_timeout: float | None = Field(default=None, gt=0, description="Overrides backends.call_timeout.")
+    tool_overrides: dict[str, ToolOverrideSpec] = Field(
+        default_factory=dict, description="Per tool (the server's own name): hide, rename or re-describe it."
+    )
 
     @field_validator("alias")
     @classmethod

@@ -92,7 +92,8 @@ class Hub:
         aliases = assign_aliases(servers, {name: spec.alias for name, spec in servers.items()})
         prefix = settings.exposure.prefix
         use_prefix = len(servers) != 1 if prefix == "auto" else bool(prefix)
-        self.registry = Registry(servers, aliases, prefix=use_prefix)
+        overrides = {name: spec.tool_overrides for name, spec in servers.items()}
+        self.registry = Registry(servers, aliases, prefix=use_prefix, overrides=overrides)
         self.snapshots = SnapshotStore(settings.snapshot_dir)
         self.notifier = ChangeNotifier()
         self.relay = Relay(self.notifier)

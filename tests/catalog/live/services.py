@@ -1,0 +1,200 @@
+"""Real local services the catalog's live tests call into, each on a free loopback port and torn down afterwards.
+
+Debian packages (``.ci/run`` installs them): ``redis-server``, ``postgresql``. Python services run from their own
+venvs built by ``scripts/install-test-servers`` (``third_party/python/requirements/{moto,jupyter-server}.txt``),
+never from the project's venv. Every wait is bounded; a service that does not come up fails the test with its log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.conftest import REPO
+
+TEST_SERVERS = Path(os.environ.get("HANZO_TEST_SERVERS", REPO / ".cache" / "test-servers"))
+START_TIMEOUT = 60.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait(ready: object, proc: subprocess.Popen[bytes], log: Path, what: str, timeout: float = START_TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}: {log.read_text(errors='replace')[-2000:]}")
+        with contextlib.suppress(OSError):
+            if ready():  # type: ignore[operator]
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"{what} not ready after {timeout:.0f}s: {log.read_text(errors='replace')[-2000:]}")
+
+
+def _port_open(port: int) -> bool:
+    with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+        return True
+
+
+def _http_ok(url: str) -> bool:
+    with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - loopback test service
+        return bool(response.status < 500)
+
+
+@contextlib.contextmanager
+def _process(cmd: list[str], log: Path, **kwargs: object) -> Iterator[subprocess.Popen[bytes]]:
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, **kwargs)  # type: ignore[call-overload]
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def service_bin(venv: str, name: str) -> Path:
+    """An executable of a test-service venv; it must have been built (scripts/install-test-servers)."""
+    path = TEST_SERVERS / "venvs" / venv / "bin" / name
+    if not path.exists():
+        raise RuntimeError(f"{path} missing: run scripts/install-test-servers --python-only {venv}")
+    return path
+
+
+@contextlib.contextmanager
+def redis(tmp: Path) -> Iterator[str]:
+    """``redis-server`` on a free loopback port, nothing persisted; yields its URL."""
+    binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+    port = free_port()
+    cmd = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(tmp)]
+    with _process(cmd, tmp / "redis.log") as proc:
+        _wait(lambda: _port_open(port), proc, tmp / "redis.log", "redis-server")
+        yield f"redis://127.0.0.1:{port}/0"
+
+
+def _pg_bin(name: str) -> str:
+    found = sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"))
+    return str(found[-1]) if found else (shutil.which(name) or name)
+
+
+@dataclass(frozen=True)
+class Postgres:
+    port: int
+    dsn: str
+
+
+@contextlib.contextmanager
+def postgres(tmp: Path) -> Iterator[Postgres]:
+    """A throw-away PostgreSQL cluster (trust auth, loopback only), run as ``postgres`` when we are root."""
+    data, sock = tmp / "pgdata", tmp / "pgsock"
+    sock.mkdir(parents=True, exist_ok=True)
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        user = pwd.getpwnam("postgres")
+        os.chown(tmp, user.pw_uid, user.pw_gid)
+        os.chown(sock, user.pw_uid, user.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    log = tmp / "initdb.log"
+    with log.open("wb") as out:
+        subprocess.run(
+            [*as_user, _pg_bin("initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            check=True,
+            timeout=120,
+        )
+    port = free_port()
+    cmd = [
+        *as_user,
+        _pg_bin("postgres"),
+        "-D",
+        str(data),
+        "-p",
+        str(port),
+        "-k",
+        str(sock),
+        "-c",
+        "listen_addresses=127.0.0.1",
+        "-c",
+        "fsync=off",
+    ]
+    with _process(cmd, tmp / "postgres.log") as proc:
+        _wait(lambda: _port_open(port), proc, tmp / "postgres.log", "postgres")
+        yield Postgres(port, f"postgres://postgres@127.0.0.1:{port}/postgres?sslmode=disable")
+
+
+@dataclass(frozen=True)
+class Aws:
+    endpoint: str
+    env: dict[str, str]
+
+
+@contextlib.contextmanager
+def moto(tmp: Path) -> Iterator[Aws]:
+    """``moto_server`` on loopback, plus AWS config files with a ``[default]`` profile pointing at it."""
+    port = free_port()
+    config, credentials = tmp / "aws-config", tmp / "aws-credentials"
+    config.write_text("[default]\nregion = us-east-1\noutput = json\n", encoding="utf-8")
+    credentials.write_text("[default]\naws_access_key_id = testing\naws_secret_access_key = testing\n", encoding="utf-8")
+    endpoint = f"http://127.0.0.1:{port}"
+    env = {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_REGION": "us-east-1",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_PROFILE": "default",
+        "AWS_CONFIG_FILE": str(config),
+        "AWS_SHARED_CREDENTIALS_FILE": str(credentials),
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }
+    cmd = [str(service_bin("moto", "moto_server")), "-H", "127.0.0.1", "-p", str(port)]
+    with _process(cmd, tmp / "moto.log") as proc:
+        _wait(lambda: _http_ok(f"{endpoint}/moto-api/"), proc, tmp / "moto.log", "moto_server")
+        yield Aws(endpoint, env)
+
+
+@dataclass(frozen=True)
+class Jupyter:
+    url: str
+    token: str
+    root: Path
+
+
+@contextlib.contextmanager
+def jupyter(tmp: Path) -> Iterator[Jupyter]:
+    """A Jupyter server (with a Python kernel) rooted at ``tmp/notebooks`` on loopback."""
+    root = tmp / "notebooks"
+    root.mkdir(parents=True, exist_ok=True)
+    port, token = free_port(), "catalog-test-token"
+    cmd = [
+        str(service_bin("jupyter-server", "jupyter")),
+        "server",
+        "--ip",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        f"--IdentityProvider.token={token}",
+        "--allow-root",
+        "--no-browser",
+        f"--ServerApp.root_dir={root}",
+    ]
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp / "jrt"), "JUPYTER_CONFIG_DIR": str(tmp / "jcfg")}
+    url = f"http://127.0.0.1:{port}"
+    with _process(cmd, tmp / "jupyter.log", env=env) as proc:
+        _wait(lambda: _http_ok(f"{url}/api/status?token={token}"), proc, tmp / "jupyter.log", "jupyter server")
+        yield Jupyter(url, token, root)
