@@ -13,6 +13,7 @@ import pwd
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -100,24 +101,36 @@ class Postgres:
 
 @contextlib.contextmanager
 def postgres(tmp: Path) -> Iterator[Postgres]:
-    """A throw-away PostgreSQL cluster (trust auth, loopback only), run as ``postgres`` when we are root."""
-    data, sock = tmp / "pgdata", tmp / "pgsock"
-    sock.mkdir(parents=True, exist_ok=True)
+    """A throw-away PostgreSQL cluster (trust auth, loopback only), run as ``postgres`` when we are root.
+
+    Root cannot run PostgreSQL, and pytest's temporary folders are private to root, so as root the cluster lives in
+    its own ``/tmp/hanzo-pg-*`` folder owned by ``postgres`` (removed afterwards); ``tmp`` keeps the logs.
+    """
     as_user: list[str] = []
+    base = tmp
     if os.geteuid() == 0:
         user = pwd.getpwnam("postgres")
-        os.chown(tmp, user.pw_uid, user.pw_gid)
-        os.chown(sock, user.pw_uid, user.pw_gid)
+        base = Path(tempfile.mkdtemp(prefix="hanzo-pg-"))
+        os.chown(base, user.pw_uid, user.pw_gid)
         as_user = ["runuser", "-u", "postgres", "--"]
-    log = tmp / "initdb.log"
-    with log.open("wb") as out:
-        subprocess.run(
+    data, sock = base / "pgdata", base / "pgsock"
+    try:
+        init = subprocess.run(
             [*as_user, _pg_bin("initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            check=True,
+            capture_output=True,
+            check=False,
             timeout=120,
         )
+        if init.returncode != 0:
+            raise RuntimeError(f"initdb failed: {(init.stderr + init.stdout).decode(errors='replace')[-2000:]}")
+        subprocess.run([*as_user, "mkdir", "-p", str(sock)], check=True, timeout=30)
+        yield from _run_postgres(as_user, data, sock, tmp)
+    finally:
+        if base != tmp:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def _run_postgres(as_user: list[str], data: Path, sock: Path, tmp: Path) -> Iterator[Postgres]:
     port = free_port()
     cmd = [
         *as_user,
