@@ -301,6 +301,9 @@ class CatalogSettings(_Model):
     project: Path | None = Field(default=None, description="The folder '{project}' stands for (default: cwd).")
     installer: Literal["auto", "uv", "pip"] = Field(default="auto", description="How Python envs are built.")
     install_timeout: float = Field(default=600.0, gt=0, description="Bound on one install step, seconds.")
+    install_on_start: bool = Field(
+        default=True, description="Build a catalog server's environment when the hub first starts it, if missing."
+    )
 
 
 class MemoryTierSettings(_Model):

@@ -265,6 +265,13 @@ class Supervisor:
     async def _start(self) -> None:
         self._set_state(State.STARTING)
         attempt = _Attempt()
+        prepare = getattr(self._hooks, "prepare_start", None)  # optional hook: e.g. install a catalog env first
+        if prepare is not None:
+            try:
+                await prepare(self.name)
+            except BaseException:
+                self._set_state(State.STOPPED)
+                raise
         try:
             with anyio.fail_after(self._settings.connect_timeout):
                 await self._slots.acquire(self)

@@ -172,7 +172,9 @@ async def _verify_one(settings: HubSettings, entry: CatalogEntry, console: Conso
     try:
         snapshot, difference = await verify(settings, entry, update=update)
     except (OSError, TimeoutError, MCPError) as exc:
-        console.print(f"[red]{entry.id}[/red]: could not list its tools live: {type(exc).__name__} {exc}")
+        needs = entry.meta.requires.services
+        hint = f" (it needs {', '.join(needs)} running; see 'hanzo-hub catalog show {entry.id}')" if needs else ""
+        console.print(f"[red]{entry.id}[/red]: could not list its tools live: {type(exc).__name__} {exc}{hint}")
         return False
     _report_diff(console, entry.id, difference, len(snapshot.tools))
     return update or difference.same

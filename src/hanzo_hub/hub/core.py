@@ -27,9 +27,18 @@ from hanzo_hub.backends.base import client_capabilities
 from hanzo_hub.backends.listing import Listing
 from hanzo_hub.backends.pool import BackendPool
 from hanzo_hub.backends.snapshot import SnapshotStore
+from hanzo_hub.catalog.envs import InstallEvent, install, is_installed
 from hanzo_hub.catalog.loader import catalog_snapshots, catalog_specs, load_catalog
 from hanzo_hub.config import HubSettings, InprocServerSpec
-from hanzo_hub.errors import BackendError, HubError, PromptNotFound, ResourceNotFound, ToolNotFound
+from hanzo_hub.errors import (
+    BackendError,
+    BackendUnavailable,
+    HubError,
+    InstallFailed,
+    PromptNotFound,
+    ResourceNotFound,
+    ToolNotFound,
+)
 from hanzo_hub.hub.bridge import EraBridge, Parked
 from hanzo_hub.hub.identity import current_user
 from hanzo_hub.hub.memory_mount import MEMORY_SERVER, PROJECT_KEY, identity_meta
@@ -82,7 +91,9 @@ class Hub:
         catalog = load_catalog(settings)
         self._seeds = catalog_snapshots(settings, catalog)
         # Hand-configured servers win a name clash with catalog entries.
-        configured = {**catalog_specs(settings, catalog), **settings.servers}
+        from_catalog = catalog_specs(settings, catalog)
+        configured = {**from_catalog, **settings.servers}
+        self._catalog = {name: catalog.entries[name] for name in from_catalog if name not in settings.servers}
         local: dict[str, Any] = {}
         if settings.memory.enabled and MEMORY_SERVER not in configured:
             configured[MEMORY_SERVER] = InprocServerSpec(target="hanzo_hub.hub.memory_mount:build")
@@ -148,6 +159,27 @@ class Hub:
         return missing
 
     # -- hooks for supervisors ----------------------------------------------------------------------------------
+
+    async def prepare_start(self, server: str) -> None:
+        """Before a catalog server starts: build its environment if it is missing (``catalog.install_on_start``).
+
+        Raises:
+            BackendUnavailable: the install failed (its reason names the failing step); the next start retries it.
+        """
+        entry = self._catalog.get(server)
+        if entry is None or not self.settings.catalog.install_on_start:
+            return
+        if await anyio.to_thread.run_sync(is_installed, self.settings, entry):
+            return
+
+        def progress(event: InstallEvent) -> None:
+            logger.info("installing catalog server %s: %s (%d/%d)", server, event.message, event.step, event.total)
+
+        logger.info("catalog server %s is not installed; installing it before its first start", server)
+        try:
+            await install(self.settings, entry, progress=progress)
+        except InstallFailed as exc:
+            raise BackendUnavailable(server, f"is not installed, and installing it failed: {exc.reason}") from None
 
     async def on_listing(self, server: str, listing: Listing) -> None:
         """A server's live listing replaces its snapshot; clients hear of it when their view changes."""
