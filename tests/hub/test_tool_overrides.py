@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp import Client, MCPError
@@ -17,7 +18,7 @@ from hanzo_hub.hub.registry import ORIGINAL_NAME
 from hanzo_hub.hub.server import build_server
 from tests.conftest import MakeSettings, inproc, text_of
 
-OVERRIDES = {
+OVERRIDES: dict[str, dict[str, Any]] = {
     "echo": {"rename": "say"},
     "add": {"description": "Add two integers a and b; returns their sum."},
     "fail": {"hidden": True},
@@ -35,12 +36,16 @@ async def test_overrides_hide_rename_and_redescribe(make_settings: MakeSettings)
             await client.call_tool("alpha__fail", {})
         with pytest.raises(MCPError, match="alpha__echo"):
             await client.call_tool("alpha__echo", {"text": "old name"})
-    assert "alpha__fail" not in tools and "beta__fail" in tools  # only alpha's copy is hidden
-    assert "alpha__echo" not in tools and "alpha__say" in tools and "beta__echo" in tools
+    assert "alpha__fail" not in tools
+    assert "beta__fail" in tools
+    assert "alpha__echo" not in tools
+    assert "alpha__say" in tools
+    assert "beta__echo" in tools
     assert (tools["alpha__say"].meta or {}).get(ORIGINAL_NAME) == "echo"
     assert tools["alpha__add"].description == OVERRIDES["add"]["description"]
     assert tools["beta__add"].description == "Add two integers."
-    assert not said.is_error and text_of(said) == "renamed"  # forwarded under the server's own name
+    assert not said.is_error
+    assert text_of(said) == "renamed"
     assert text_of(summed) == "42"
 
 
@@ -60,6 +65,7 @@ async def test_hidden_catalog_tools_are_not_listed_from_the_snapshot(tmp_path: P
     settings = HubSettings(home=tmp_path / "home", catalog={"enabled": ["redis"]})
     async with Hub.open(settings) as hub:  # nothing installed: the packaged tools.json seeds the listing
         names = {t.name for t in hub.snapshot_tools()}
-    assert "set" in names and "get" in names
+    assert "set" in names
+    assert "get" in names
     assert not names & {"json_set", "json_get", "hybrid_search", "search_redis_documents"}
     assert len(names) == 43

@@ -47,7 +47,7 @@ class _View:
 def apply_overrides(
     tools: Iterable[types.Tool], overrides: Mapping[str, ToolOverrideSpec]
 ) -> list[tuple[str, types.Tool]]:
-    """``(server's own name, tool as exposed)`` after ``overrides``: hidden ones dropped, renames and descriptions applied.
+    """``(server's own name, tool as exposed)`` after ``overrides``: hidden ones dropped, renames, descriptions set.
 
     The server's own name stays readable in ``_meta["dev.hanzo-hub/original-name"]`` of a renamed tool.
     """

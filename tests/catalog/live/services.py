@@ -50,7 +50,7 @@ def _port_open(port: int) -> bool:
 
 
 def _http_ok(url: str) -> bool:
-    with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - loopback test service
+    with urllib.request.urlopen(url, timeout=2) as response:
         return bool(response.status < 500)
 
 
@@ -163,7 +163,9 @@ def moto(tmp: Path) -> Iterator[Aws]:
     port = free_port()
     config, credentials = tmp / "aws-config", tmp / "aws-credentials"
     config.write_text("[default]\nregion = us-east-1\noutput = json\n", encoding="utf-8")
-    credentials.write_text("[default]\naws_access_key_id = testing\naws_secret_access_key = testing\n", encoding="utf-8")
+    credentials.write_text(
+        "[default]\naws_access_key_id = testing\naws_secret_access_key = testing\n", encoding="utf-8"
+    )
     endpoint = f"http://127.0.0.1:{port}"
     env = {
         "AWS_ENDPOINT_URL": endpoint,

@@ -26,7 +26,9 @@ async def test_iam_groups_roles_and_policies(tmp_path: Path, aws: services.Aws) 
     trust = json.dumps(
         {
             "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}],
+            "Statement": [
+                {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}
+            ],
         }
     )
     statement = {"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::catalog-bucket/*"}
@@ -44,7 +46,9 @@ async def test_iam_groups_roles_and_policies(tmp_path: Path, aws: services.Aws) 
         Call("list_role_policies", {"role_name": "catalog-role"}, "s3-all"),
         Call("get_group", {"group_name": "catalog-devs"}, f"arn:aws:iam::{ACCOUNT}:group/catalog-devs"),
     ]
-    outcome = await run_live("aws-iam", tmp_path, calls, extra_args=["--allow-write", "--no-confirmation"], env=aws.env, call_timeout=60)
+    outcome = await run_live(
+        "aws-iam", tmp_path, calls, extra_args=["--allow-write", "--no-confirmation"], env=aws.env, call_timeout=60
+    )
     names = {t.name for t in outcome.tools}
     assert not names & {"list_users", "get_user", "create_user"}  # hidden: they require the SDK's ctx argument
 

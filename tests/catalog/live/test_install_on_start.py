@@ -61,14 +61,19 @@ async def test_missing_env_is_installed_on_first_call(tmp_path: Path) -> None:
 async def test_failed_install_fails_that_server_clearly_and_a_later_start_repairs(tmp_path: Path) -> None:
     manifests = _copy_manifest(tmp_path, version="0.0.0-does-not-exist")
     catalog = {"enabled": [SERVER], "packaged": False, "manifest_dirs": [manifests]}
-    settings = HubSettings(home=tmp_path / "home", catalog=catalog, servers={"alpha": inproc("alpha")}, backends=BACKENDS)
+    settings = HubSettings(
+        home=tmp_path / "home", catalog=catalog, servers={"alpha": inproc("alpha")}, backends=BACKENDS
+    )
     async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
         failed = await client.call_tool(await _thought_tool(client), THOUGHT)
         other = await client.call_tool("alpha__add", {"a": 40, "b": 2})
     assert failed.is_error
     message = text_of(failed)
-    assert SERVER in message and "installing it failed" in message and "0.0.0-does-not-exist" in message, message
-    assert not other.is_error and text_of(other) == "42"  # the rest of the hub is unaffected
+    assert SERVER in message, message
+    assert "installing it failed" in message, message
+    assert "0.0.0-does-not-exist" in message, message
+    assert not other.is_error
+    assert text_of(other) == "42"
     # the manifest is fixed (the right version): the next hub start builds the env and the call works
     meta_path = manifests / SERVER / "server.json"
     good = json.loads((PACKAGED_DIR / SERVER / "server.json").read_text(encoding="utf-8"))

@@ -45,12 +45,22 @@ async def test_desktop_commander_files_and_processes(tmp_path: Path) -> None:
     assert "give_feedback_to_desktop_commander" not in names
 
 
-async def test_cyanheads_git_status_commit_log_and_push(tmp_path: Path) -> None:
-    repo = git_repo(tmp_path / "repo")
-    remote = tmp_path / "remote.git"
+def _repo_with_remote(tmp: Path) -> tuple[Path, Path]:
+    repo, remote = git_repo(tmp / "repo"), tmp / "remote.git"
     subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True, timeout=30)
     subprocess.run(["git", "remote", "add", "origin", str(remote)], cwd=repo, check=True, timeout=30)
     (repo / "feature.txt").write_text("new feature\n", encoding="utf-8")
+    return repo, remote
+
+
+def _log(repo: Path) -> str:
+    return subprocess.run(
+        ["git", "log", "--oneline", "main"], cwd=repo, capture_output=True, text=True, timeout=30
+    ).stdout
+
+
+async def test_cyanheads_git_status_commit_log_and_push(tmp_path: Path) -> None:
+    repo, remote = _repo_with_remote(tmp_path)
     author = {"name": "Catalog Test", "email": "catalog@example.com"}
     calls = [
         Call("git_status", {"path": str(repo), "includeUntracked": True}, "feature.txt"),
@@ -61,5 +71,4 @@ async def test_cyanheads_git_status_commit_log_and_push(tmp_path: Path) -> None:
     ]
     identity = {"GIT_AUTHOR_NAME": "Catalog Test", "GIT_AUTHOR_EMAIL": "catalog@example.com"}
     await run_live("git-cyanheads", tmp_path, calls, env=identity)
-    pushed = subprocess.run(["git", "log", "--oneline", "main"], cwd=remote, capture_output=True, text=True, timeout=30)
-    assert "add the feature" in pushed.stdout
+    assert "add the feature" in _log(remote)  # pushed to the bare remote

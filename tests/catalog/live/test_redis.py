@@ -33,7 +33,7 @@ async def test_redis_through_hub(tmp_path: Path, redis_url: str) -> None:
         Call("zrange", {"key": "scores", "start": 0, "end": -1}, "alice"),
         Call("xadd", {"key": "events", "fields": {"kind": "deploy"}}, "events"),
         Call("xrange", {"key": "events"}, "deploy"),
-        Call("dbsize", {}, "\"result\": 6"),  # greeting, user:1, queue, tags, scores, events
+        Call("dbsize", {}, '"result": 6'),  # greeting, user:1, queue, tags, scores, events
     ]
     outcome = await run_live("redis", tmp_path, calls, args=["--url", redis_url])
     assert "json_set" not in {t.name for t in outcome.tools}  # hidden: needs Redis Stack
