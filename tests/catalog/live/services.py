@@ -1,8 +1,8 @@
 """Real local services the catalog's live tests call into, each on a free loopback port and torn down afterwards.
 
-Debian packages (``.ci/run`` installs them): ``redis-server``, ``postgresql``. Python services run from their own
-venvs built by ``scripts/install-test-servers`` (``third_party/python/requirements/{moto,jupyter-server}.txt``),
-never from the project's venv. Every wait is bounded; a service that does not come up fails the test with its log.
+Debian packages (``.ci/run`` installs them): ``redis-server``, ``memcached``, ``postgresql``. Python services run
+from their own venvs built by ``scripts/install-test-servers`` (``third_party/python/requirements/{moto,
+jupyter-server}.txt``), never from the project's venv. Every wait is bounded; a service that does not come up fails the test with its log.
 """
 
 from __future__ import annotations
@@ -86,6 +86,17 @@ def redis(tmp: Path) -> Iterator[str]:
     with _process(cmd, tmp / "redis.log") as proc:
         _wait(lambda: _port_open(port), proc, tmp / "redis.log", "redis-server")
         yield f"redis://127.0.0.1:{port}/0"
+
+
+@contextlib.contextmanager
+def memcached(tmp: Path) -> Iterator[int]:
+    """``memcached`` on a free loopback TCP port (no UDP); yields the port."""
+    binary = shutil.which("memcached") or "/usr/bin/memcached"
+    port = free_port()
+    cmd = [binary, "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "16", "-u", "nobody"]
+    with _process(cmd, tmp / "memcached.log") as proc:
+        _wait(lambda: _port_open(port), proc, tmp / "memcached.log", "memcached")
+        yield port
 
 
 def _pg_bin(name: str) -> str:
