@@ -50,6 +50,9 @@ THIRD_PARTY = {
     "desktop-commander",
     "code-runner",
     "sequential-thinking",
+    "valkey",
+    "memcached",
+    "playwright",
 }
 
 
