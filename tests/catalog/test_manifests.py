@@ -53,6 +53,7 @@ THIRD_PARTY = {
     "valkey",
     "memcached",
     "playwright",
+    "email",
 }
 
 

@@ -224,3 +224,129 @@ def jupyter(tmp: Path) -> Iterator[Jupyter]:
     with _process(cmd, tmp / "jupyter.log", env=env) as proc:
         _wait(lambda: _http_ok(f"{url}/api/status?token={token}"), proc, tmp / "jupyter.log", "jupyter server")
         yield Jupyter(url, token, root)
+
+
+@dataclass(frozen=True)
+class Mail:
+    imap_port: int
+    smtp_port: int
+    address: str
+    password: str
+    maildir: Path
+    smtp_log: Path
+
+    def deliver(self, message: bytes, name: str) -> None:
+        """Drop a message into the account's INBOX (Maildir ``new/``), as a local delivery agent would."""
+        target = self.maildir / "new" / f"{name}.{os.getpid()}.catalog"
+        target.write_bytes(message)
+        if os.geteuid() == 0:
+            nobody = pwd.getpwnam("nobody")
+            os.chown(target, nobody.pw_uid, nobody.pw_gid)
+
+
+_DOVECOT_CONF = """\
+protocols = imap
+listen = 127.0.0.1
+base_dir = {base}/run
+log_path = {base}/dovecot.log
+ssl = no
+disable_plaintext_auth = no
+auth_mechanisms = plain login
+mail_location = maildir:{base}/mail/%n
+default_login_user = dovenull
+default_internal_user = dovecot
+first_valid_uid = 1
+passdb {{
+  driver = passwd-file
+  args = scheme=PLAIN {base}/users
+}}
+userdb {{
+  driver = static
+  args = uid={uid} gid={gid} home={base}/home/%n
+}}
+service imap-login {{
+  inet_listener imap {{
+    address = 127.0.0.1
+    port = {port}
+  }}
+  inet_listener imaps {{
+    port = 0
+  }}
+}}
+service anvil {{
+  chroot =
+}}
+service imap-login {{
+  chroot =
+}}
+"""
+
+
+_SMTP_SINK = """
+import asyncio, sys
+from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import AuthResult
+
+port, log, user, password = int(sys.argv[1]), sys.argv[2], sys.argv[3].encode(), sys.argv[4].encode()
+
+class Handler:
+    async def handle_DATA(self, server, session, envelope):
+        with open(log, "ab") as out:
+            out.write(b"---- FROM " + envelope.mail_from.encode() + b" TO " + ",".join(envelope.rcpt_tos).encode())
+            out.write(b"\\n" + envelope.original_content + b"\\n")
+        return "250 Message accepted for delivery"
+
+def authenticator(server, session, envelope, mechanism, auth_data):
+    ok = getattr(auth_data, "login", None) == user and getattr(auth_data, "password", None) == password
+    return AuthResult(success=ok)
+
+controller = Controller(
+    Handler(), hostname="127.0.0.1", port=port, authenticator=authenticator, auth_require_tls=False
+)
+controller.start()
+print("ready", flush=True)
+try:
+    asyncio.run(asyncio.Event().wait())
+finally:
+    controller.stop()
+"""
+"""An SMTP server that needs AUTH (PLAIN/LOGIN without TLS, one account) and appends every message to a file."""
+
+
+@contextlib.contextmanager
+def mail(tmp: Path) -> Iterator[Mail]:
+    """Dovecot IMAP (plain text auth, loopback, one Maildir account) plus an aiosmtpd SMTP server (AUTH required, the
+    same account) that appends the messages it accepts to ``smtp_log``.
+
+    Dovecot runs from its own config in a ``/tmp/hanzo-mail-*`` folder readable by its unprivileged users; the
+    account's mail belongs to ``nobody``.
+    """
+    base = Path(tempfile.mkdtemp(prefix="hanzo-mail-"))
+    os.chmod(base, 0o755)
+    user, password = "catalog", "catalog-secret"
+    address = f"{user}@example.com"
+    nobody = pwd.getpwnam("nobody") if os.geteuid() == 0 else pwd.getpwuid(os.getuid())
+    maildir = base / "mail" / user
+    for folder in (maildir / "new", maildir / "cur", maildir / "tmp", base / "home" / user, base / "run"):
+        folder.mkdir(parents=True, exist_ok=True)
+    for folder in (base / "mail", maildir, maildir / "new", maildir / "cur", maildir / "tmp", base / "home" / user):
+        os.chown(folder, nobody.pw_uid, nobody.pw_gid)
+    (base / "users").write_text(f"{user}:{{PLAIN}}{password}::::::\n{address}:{{PLAIN}}{password}::::::\n")
+    imap_port, smtp_port = free_port(), free_port()
+    conf = base / "dovecot.conf"
+    conf.write_text(_DOVECOT_CONF.format(base=base, uid=nobody.pw_uid, gid=nobody.pw_gid, port=imap_port))
+    smtp_log = tmp / "smtp-messages.log"
+    smtp_log.touch()
+    python = str(service_bin("aiosmtpd", "python"))
+    smtp_cmd = [python, "-c", _SMTP_SINK, str(smtp_port), str(smtp_log), address, password]
+    dovecot = shutil.which("dovecot") or "/usr/sbin/dovecot"
+    try:
+        with (
+            _process([dovecot, "-F", "-c", str(conf)], tmp / "dovecot-stdout.log") as imap,
+            _process(smtp_cmd, tmp / "smtp.log", env={**os.environ, "PYTHONUNBUFFERED": "1"}) as smtp,
+        ):
+            _wait(lambda: _port_open(imap_port), imap, base / "dovecot.log", "dovecot")
+            _wait(lambda: _port_open(smtp_port), smtp, tmp / "smtp.log", "aiosmtpd")
+            yield Mail(imap_port, smtp_port, address, password, maildir, smtp_log)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
