@@ -1,8 +1,9 @@
 """Real local services the catalog's live tests call into, each on a free loopback port and torn down afterwards.
 
-Debian packages (``.ci/run`` installs them): ``redis-server``, ``memcached``, ``postgresql``. Python services run
-from their own venvs built by ``scripts/install-test-servers`` (``third_party/python/requirements/{moto,
-jupyter-server}.txt``), never from the project's venv. Every wait is bounded; a service that does not come up fails the test with its log.
+Debian packages (``.ci/run`` installs them): ``redis-server``, ``memcached``, ``postgresql``, ``dovecot-imapd``.
+Python services run from their own venvs built by ``scripts/install-test-servers``
+(``third_party/python/requirements/{moto,jupyter-server,aiosmtpd}.txt``), never from the project's venv. Every wait
+is bounded; a service that does not come up fails the test with its log.
 """
 
 from __future__ import annotations
