@@ -54,6 +54,7 @@ THIRD_PARTY = {
     "memcached",
     "playwright",
     "email",
+    "chrome-devtools",
 }
 
 

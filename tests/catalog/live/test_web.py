@@ -61,3 +61,24 @@ async def test_playwright_fills_a_form_and_reads_the_page(tmp_path: Path, site: 
         Call("browser_close", {}, ""),
     ]
     await run_live("playwright", tmp_path, calls, call_timeout=60)
+
+
+async def test_chrome_devtools_inspects_and_drives_a_page(tmp_path: Path, site: str) -> None:
+    page = 2  # page 1 is the browser's initial about:blank
+    calls = [
+        Call("new_page", {"url": site}, "Catalog form"),
+        Call("take_snapshot", {"pageId": page}, 'textbox \\"Name\\"'),
+        Call("fill", {"pageId": page, "uid": "1_3", "value": "hub"}, ""),
+        Call("click", {"pageId": page, "uid": "1_4"}, ""),
+        Call("wait_for", {"pageId": page, "text": ["Hello, hub"]}, "Hello, hub"),
+        Call(
+            "evaluate_script", {"pageId": page, "function": "() => document.querySelector('#out').textContent"}, "hub"
+        ),
+        Call("list_console_messages", {"pageId": page}, "greeted hub"),
+        Call("list_network_requests", {"pageId": page}, "form.html"),
+        Call("take_screenshot", {"pageId": page}, "image/png"),
+        Call("resize_page", {"pageId": page, "width": 800, "height": 600}, ""),
+        Call("list_pages", {}, "Catalog form"),
+        Call("close_page", {"pageId": page}, ""),
+    ]
+    await run_live("chrome-devtools", tmp_path, calls, call_timeout=60)
