@@ -55,6 +55,9 @@ THIRD_PARTY = {
     "playwright",
     "email",
     "chrome-devtools",
+    "cli",
+    "shell",
+    "graphql",
 }
 
 

@@ -2,7 +2,7 @@
 
 Debian packages (``.ci/run`` installs them): ``redis-server``, ``memcached``, ``postgresql``, ``dovecot-imapd``.
 Python services run from their own venvs built by ``scripts/install-test-servers``
-(``third_party/python/requirements/{moto,jupyter-server,aiosmtpd}.txt``), never from the project's venv. Every wait
+(``third_party/python/requirements/{moto,jupyter-server,aiosmtpd,graphql}.txt``), never from the project's venv. Every wait
 is bounded; a service that does not come up fails the test with its log.
 """
 
@@ -351,3 +351,52 @@ def mail(tmp: Path) -> Iterator[Mail]:
             yield Mail(imap_port, smtp_port, address, password, maildir, smtp_log)
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+_GRAPHQL_SERVER = """
+import json, sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from graphql import build_schema, graphql_sync
+
+schema = build_schema('''
+type Book { id: Int!, title: String!, year: Int! }
+type Query { books: [Book!]!, book(id: Int!): Book }
+''')
+BOOKS = [{"id": 1, "title": "Structure and Interpretation", "year": 1985}, {"id": 2, "title": "Dune", "year": 1965}]
+root = {"books": lambda info: BOOKS, "book": lambda info, id: next((b for b in BOOKS if b["id"] == id), None)}
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: Node's fetch reuses its connection
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        variables = body.get("variables")
+        if isinstance(variables, str):  # mcp-graphql forwards its variables argument as a JSON string
+            variables = json.loads(variables)
+        result = graphql_sync(schema, body.get("query", ""), root_value=root, variable_values=variables)
+        out = {"data": result.data}
+        if result.errors:
+            out["errors"] = [error.formatted for error in result.errors]
+        payload = json.dumps(out).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, format, *args):
+        pass
+
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+"""
+"""A GraphQL endpoint (graphql-core, a two-book schema) at ``/graphql``."""
+
+
+@contextlib.contextmanager
+def graphql(tmp: Path) -> Iterator[str]:
+    """The GraphQL endpoint above on a free loopback port; yields its URL."""
+    port = free_port()
+    cmd = [str(service_bin("graphql", "python")), "-c", _GRAPHQL_SERVER, str(port)]
+    with _process(cmd, tmp / "graphql.log") as proc:
+        _wait(lambda: _port_open(port), proc, tmp / "graphql.log", "graphql server")
+        yield f"http://127.0.0.1:{port}/graphql"
