@@ -2,8 +2,8 @@
 
 Debian packages (``.ci/run`` installs them): ``redis-server``, ``memcached``, ``postgresql``, ``dovecot-imapd``.
 Python services run from their own venvs built by ``scripts/install-test-servers``
-(``third_party/python/requirements/{moto,jupyter-server,aiosmtpd,graphql}.txt``), never from the project's venv. Every wait
-is bounded; a service that does not come up fails the test with its log.
+(``third_party/python/requirements/{moto,jupyter-server,aiosmtpd,graphql}.txt``), never from the project's venv.
+Every wait is bounded; a service that does not come up fails the test with its log.
 """
 
 from __future__ import annotations
