@@ -58,6 +58,9 @@ THIRD_PARTY = {
     "cli",
     "shell",
     "graphql",
+    "chroma",
+    "duckdb",
+    "postgres",
 }
 
 

@@ -250,6 +250,7 @@ def entry_spec(settings: HubSettings, entry: CatalogEntry) -> StdioServerSpec:
         env=env,
         cwd=Path(fill(launch.cwd, values)) if launch.cwd else None,
         call_timeout=launch.call_timeout_seconds,
+        protocol=launch.protocol,
         tool_overrides={
             name: ToolOverrideSpec(hidden=fix.hidden, rename=fix.rename, description=fix.description)
             for name, fix in entry.meta.tool_overrides.items()

@@ -197,6 +197,9 @@ class Launch(_Model):
     make_dirs: list[str] = Field(default_factory=list, description="folders created before launch (data dirs)")
     startup_timeout_seconds: float = Field(default=30.0, gt=0)
     call_timeout_seconds: float | None = Field(default=None, gt=0)
+    protocol: Literal["auto", "legacy", "2026-07-28"] = Field(
+        default="auto", description="'legacy' for servers that break on the 2026 discovery probe (old SDKs)"
+    )
 
     @model_validator(mode="after")
     def _templates(self) -> Launch:

@@ -72,7 +72,7 @@ async def _live_tools(spec: StdioServerSpec, timeout: float) -> ToolsSnapshot:
     params = StdioServerParameters(command=spec.command, args=list(spec.args), env=dict(spec.env) or None, cwd=spec.cwd)
     tools: list[types.Tool] = []
     with anyio.fail_after(timeout):
-        async with Client(params) as client:
+        async with Client(params, mode=spec.protocol) as client:
             cursor: str | None = None
             for _ in range(MAX_PAGES):
                 page = await client.list_tools(cursor=cursor, cache_mode="refresh")

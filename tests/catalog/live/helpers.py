@@ -62,6 +62,7 @@ async def run_live(
     calls: Sequence[Call],
     *,
     args: Sequence[str] | None = None,
+    keep_args: int = 0,
     extra_args: Sequence[str] = (),
     env: dict[str, str] | None = None,
     project: Path | None = None,
@@ -69,7 +70,8 @@ async def run_live(
 ) -> Outcome:
     """Install ``server``, start it through the hub, check its tools against the snapshot and make ``calls``.
 
-    ``args`` replaces the manifest's launch arguments, ``extra_args`` are appended to them, ``env`` is merged over
+    ``args`` replaces the manifest's launch arguments (after the first ``keep_args`` of them), ``extra_args`` are
+    appended, ``env`` is merged over
     the manifest's environment (the test's service addresses).
     """
     settings = HubSettings(home=HOME, catalog={"enabled": [server], "project": project or tmp})
@@ -80,7 +82,7 @@ async def run_live(
     assert isinstance(spec, StdioServerSpec)
     update: dict[str, Any] = {"env": {**spec.env, **(env or {})}}
     if args is not None or extra_args:
-        update["args"] = (*(spec.args if args is None else args), *extra_args)
+        update["args"] = (*(spec.args if args is None else (*spec.args[:keep_args], *args)), *extra_args)
     spec = spec.model_copy(update=update)
     backends = {**FAST_BACKENDS, "connect_timeout": entry.meta.launch.startup_timeout_seconds}
     backends["call_timeout"] = call_timeout

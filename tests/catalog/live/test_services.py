@@ -35,6 +35,16 @@ async def test_dbhub_sql_against_postgres(tmp_path: Path, pg: services.Postgres)
     await run_live("dbhub", tmp_path, calls, env={"DSN": pg.dsn})
 
 
+async def test_archived_postgres_server_runs_read_only_queries(tmp_path: Path, pg: services.Postgres) -> None:
+    url = f"postgresql://postgres@127.0.0.1:{pg.port}/postgres"
+    calls = [
+        Call("query", {"sql": "select 40 + 2 as answer"}, "42"),
+        Call("query", {"sql": "select current_setting('transaction_read_only') as ro"}, "on"),
+    ]
+    outcome = await run_live("postgres", tmp_path, calls, args=[url], keep_args=1)
+    assert outcome.results
+
+
 async def test_jupyter_runs_code_in_a_notebook(tmp_path: Path, jupyter: services.Jupyter) -> None:
     env = {"JUPYTER_URL": jupyter.url, "JUPYTER_TOKEN": jupyter.token}
     calls = [
