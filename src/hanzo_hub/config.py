@@ -76,6 +76,19 @@ class _ServerBase(_Model):
     tool_overrides: dict[str, ToolOverrideSpec] = Field(
         default_factory=dict, description="Per tool (the server's own name): hide, rename or re-describe it."
     )
+    error_patterns: tuple[str, ...] = Field(
+        default=(), description="Regexes matched from the start of a result's text: a match marks it isError."
+    )
+
+    @field_validator("error_patterns")
+    @classmethod
+    def _patterns_compile(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"error pattern {pattern!r} is not a regular expression: {exc}") from None
+        return value
 
     @field_validator("alias")
     @classmethod

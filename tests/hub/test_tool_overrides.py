@@ -13,6 +13,7 @@ from mcp import Client, MCPError
 from hanzo_hub.catalog.loader import catalog_specs, load_catalog
 from hanzo_hub.catalog.models import META_KEY
 from hanzo_hub.config import HubSettings
+from hanzo_hub.errors import ConfigError
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.registry import ORIGINAL_NAME
 from hanzo_hub.hub.server import build_server
@@ -69,3 +70,23 @@ async def test_hidden_catalog_tools_are_not_listed_from_the_snapshot(tmp_path: P
     assert "get" in names
     assert not names & {"json_set", "json_get", "hybrid_search", "search_redis_documents"}
     assert len(names) == 43
+
+
+@pytest.mark.anyio
+async def test_error_patterns_mark_plain_text_failures_as_errors(make_settings: MakeSettings) -> None:
+    settings = make_settings(
+        {"alpha": inproc("alpha", error_patterns=["Error ", "Failed to "]), "beta": inproc("beta")}
+    )
+    async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
+        failed = await client.call_tool("alpha__echo", {"text": "Error setting key 'k': connection refused"})
+        fine = await client.call_tool("alpha__echo", {"text": "no Error here"})
+        other = await client.call_tool("beta__echo", {"text": "Error but beta has no patterns"})
+    assert failed.is_error
+    assert text_of(failed) == "Error setting key 'k': connection refused"  # the text is kept
+    assert not fine.is_error  # matched from the start only
+    assert not other.is_error
+
+
+def test_a_bad_error_pattern_is_a_clear_config_error(make_settings: MakeSettings) -> None:
+    with pytest.raises(ConfigError, match="not a regular expression"):
+        make_settings({"alpha": inproc("alpha", error_patterns=["(unclosed"])})

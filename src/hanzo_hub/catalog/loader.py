@@ -251,6 +251,7 @@ def entry_spec(settings: HubSettings, entry: CatalogEntry) -> StdioServerSpec:
         cwd=Path(fill(launch.cwd, values)) if launch.cwd else None,
         call_timeout=launch.call_timeout_seconds,
         protocol=launch.protocol,
+        error_patterns=tuple(entry.meta.error_patterns),
         tool_overrides={
             name: ToolOverrideSpec(hidden=fix.hidden, rename=fix.rename, description=fix.description)
             for name, fix in entry.meta.tool_overrides.items()

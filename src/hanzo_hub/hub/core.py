@@ -47,6 +47,7 @@ from hanzo_hub.hub.naming import assign_aliases, expose_uri
 from hanzo_hub.hub.notify import ChangeNotifier
 from hanzo_hub.hub.registry import Registry, Target
 from hanzo_hub.hub.relay import Relay
+from hanzo_hub.hub.results import flag_text_errors
 
 logger = logging.getLogger(__name__)
 
@@ -280,7 +281,7 @@ class Hub:
         if ctx is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             bridged = await self._bridged_call(target, arguments, ctx, params, meta, progress)
             if bridged is not None:
-                return bridged
+                return flag_text_errors(bridged, self._servers[target.server].error_patterns)
 
         async def run(client: Client, raw: bool) -> types.CallToolResult | types.InputRequiredResult:
             if raw:
@@ -296,9 +297,10 @@ class Hub:
             return await client.call_tool(target.original, arguments, progress_callback=progress, meta=meta)
 
         try:
-            return await self._forward(target.server, ctx, run)
+            result = await self._forward(target.server, ctx, run)
         except BackendError as exc:
             return types.CallToolResult(content=[types.TextContent(type="text", text=str(exc))], is_error=True)
+        return flag_text_errors(result, self._servers[target.server].error_patterns)
 
     def _with_identity(
         self, meta: types.RequestParamsMeta | None, ctx: ServerRequestContext[Any, Any] | None

@@ -32,6 +32,8 @@ class Call:
     tool: str
     arguments: dict[str, Any]
     expect: str
+    error: bool = False
+    """The call must fail (``isError``), e.g. a plain-text failure the manifest's ``errorPatterns`` catch."""
 
 
 @dataclass
@@ -100,7 +102,7 @@ async def run_live(
         assert tool.input_schema == by_name[tool.name]["inputSchema"], f"{tool.name}: input schema drifted"
     for call, result in zip(calls, outcome.results, strict=True):
         dumped = json.dumps(result.model_dump(mode="json"), ensure_ascii=False)
-        assert not result.is_error, f"{call.tool}: {dumped[:2000]}"
+        assert result.is_error is call.error, f"{call.tool}: {dumped[:2000]}"
         assert call.expect in dumped, f"{call.tool}: {call.expect!r} not in {dumped[:2000]}"
     return outcome
 

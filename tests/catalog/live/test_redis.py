@@ -36,6 +36,8 @@ async def test_redis_through_hub(tmp_path: Path, redis_url: str) -> None:
         Call("xadd", {"key": "events", "fields": {"kind": "deploy"}}, "events"),
         Call("xrange", {"key": "events"}, "deploy"),
         Call("dbsize", {}, '"result": 6'),  # greeting, user:1, queue, tags, scores, events
+        # a WRONGTYPE failure comes back as plain text; the manifest's errorPatterns make it an error result
+        Call("lpop", {"name": "greeting"}, "Error", error=True),
     ]
     outcome = await run_live("redis", tmp_path, calls, args=["--url", redis_url])
     assert "json_set" not in {t.name for t in outcome.tools}  # hidden: needs Redis Stack
@@ -56,6 +58,7 @@ async def test_valkey_commands_through_hub(tmp_path: Path, redis_url: str) -> No
         Call("valkey_write", {"command": "HSET", "args": ["valkey:h", "field", "v1"]}, "1"),
         Call("valkey_read", {"command": "HGETALL", "args": ["valkey:h"]}, "v1"),
         Call("valkey_admin", {"command": "EVAL", "args": ["return 40 + 2", "0"], "confirm": True}, "42"),
+        Call("valkey_write", {"command": "FLUSHALL"}, "error", error=True),  # refused by its policy, as JSON text
     ]
     outcome = await run_live("valkey", tmp_path, calls, env=env)
     assert {t.name for t in outcome.tools} == {"valkey_admin", "valkey_read", "valkey_write"}
