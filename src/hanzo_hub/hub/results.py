@@ -30,5 +30,5 @@ def flag_text_errors(result: R, patterns: Sequence[str]) -> R:
     first = next((block.text for block in result.content if isinstance(block, types.TextContent)), None)
     if first is None or not any(p.match(first) for p in _compiled(tuple(patterns))):
         return result
-    flagged: R = result.model_copy(update={"is_error": True})  # type: ignore[assignment]
+    flagged: R = result.model_copy(update={"is_error": True})
     return flagged
