@@ -61,6 +61,7 @@ THIRD_PARTY = {
     "chroma",
     "duckdb",
     "postgres",
+    "aws-cloudwatch",
 }
 
 

@@ -400,3 +400,18 @@ def graphql(tmp: Path) -> Iterator[str]:
     with _process(cmd, tmp / "graphql.log") as proc:
         _wait(lambda: _port_open(port), proc, tmp / "graphql.log", "graphql server")
         yield f"http://127.0.0.1:{port}/graphql"
+
+
+def seed_aws(aws: Aws, script: str) -> str:
+    """Run a boto3 ``script`` against moto from moto's own venv (boto3 is not a project dependency); its stdout."""
+    result = subprocess.run(
+        [str(service_bin("moto", "python")), "-c", script],
+        env={**os.environ, **aws.env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"seeding moto failed: {result.stderr[-2000:]}")
+    return result.stdout

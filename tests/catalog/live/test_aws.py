@@ -6,6 +6,8 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
+import anyio.to_thread
 import pytest
 
 from tests.catalog.live import services
@@ -68,3 +70,42 @@ async def test_sns_sqs_topics_queues_and_messages(tmp_path: Path, aws: services.
     ]
     outcome = await run_live("aws-sns-sqs", tmp_path, calls, env=aws.env, call_timeout=60)
     assert "job-42" in text(outcome.results[6])
+
+
+CLOUDWATCH_SEED = """
+import boto3, datetime
+logs = boto3.client("logs")
+logs.create_log_group(logGroupName="/catalog/app")
+logs.create_log_stream(logGroupName="/catalog/app", logStreamName="web")
+now = int(datetime.datetime.now(datetime.timezone.utc).timestamp() * 1000)
+event = {"timestamp": now, "message": "GET /"}
+logs.put_log_events(logGroupName="/catalog/app", logStreamName="web", logEvents=[event])
+cw = boto3.client("cloudwatch")
+datum = {"MetricName": "Latency", "Value": 42.0, "Unit": "Milliseconds"}
+cw.put_metric_data(Namespace="Catalog/App", MetricData=[datum])
+cw.put_metric_alarm(
+    AlarmName="catalog-latency", Namespace="Catalog/App", MetricName="Latency", Statistic="Average", Period=60,
+    EvaluationPeriods=1, Threshold=10.0, ComparisonOperator="GreaterThanThreshold",
+)
+cw.set_alarm_state(AlarmName="catalog-latency", StateValue="ALARM", StateReason="catalog test")
+"""
+
+
+async def test_cloudwatch_logs_metrics_and_alarms(tmp_path: Path, aws: services.Aws) -> None:
+    await anyio.to_thread.run_sync(services.seed_aws, aws, CLOUDWATCH_SEED)
+    span = {"start_time": "2020-01-01T00:00:00Z", "end_time": "2030-01-01T00:00:00Z"}
+    latency = {"namespace": "Catalog/App", "metric_name": "Latency"}
+    query = {"log_group_names": ["/catalog/app"], "query_string": "fields @message", "max_timeout": 5, **span}
+    calls = [
+        Call("get_active_alarms", {}, "catalog-latency"),
+        Call("get_metric_data", {**latency, "start_time": span["start_time"]}, "metricDataResults"),
+        Call("analyze_metric", latency, "Latency"),
+        Call("get_recommended_metric_alarms", {"namespace": "AWS/EC2", "metric_name": "CPUUtilization"}, "recommend"),
+        Call("get_metric_metadata", {"namespace": "AWS/EC2", "metric_name": "CPUUtilization"}, "CPU"),
+        Call("execute_log_insights_query", query, "queryId"),
+        Call("recommend_indexes_account", {}, "total_log_groups_analyzed"),
+    ]
+    outcome = await run_live("aws-cloudwatch", tmp_path, calls, env=aws.env, call_timeout=60)
+    names = {t.name for t in outcome.tools}
+    assert not any(name.startswith(("execute_promql", "get_promql")) for name in names)  # hidden: no local PromQL
+    assert "get_alarm_history" not in names  # hidden: moto lacks DescribeAlarmHistory
