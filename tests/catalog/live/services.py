@@ -222,7 +222,7 @@ def jupyter(tmp: Path) -> Iterator[Jupyter]:
     ]
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp / "jrt"), "JUPYTER_CONFIG_DIR": str(tmp / "jcfg")}
     url = f"http://127.0.0.1:{port}"
-    with _process(cmd, tmp / "jupyter.log", env=env) as proc:
+    with _process(cmd, tmp / "jupyter.log", env=env, cwd=root) as proc:  # its collaboration store lands in cwd
         _wait(lambda: _http_ok(f"{url}/api/status?token={token}"), proc, tmp / "jupyter.log", "jupyter server")
         yield Jupyter(url, token, root)
 
