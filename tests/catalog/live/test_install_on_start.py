@@ -8,6 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
+import anyio
 import pytest
 from mcp import Client
 
@@ -82,3 +83,29 @@ async def test_failed_install_fails_that_server_clearly_and_a_later_start_repair
     async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
         repaired = await client.call_tool(await _thought_tool(client), THOUGHT)
     assert not repaired.is_error, repaired
+
+
+async def test_concurrent_calls_wait_out_a_long_install(tmp_path: Path) -> None:
+    """A second call arriving mid-install waits for it, even when the install outlasts the handshake bound."""
+    manifests = _copy_manifest(tmp_path)
+    data = json.loads((manifests / SERVER / "server.json").read_text(encoding="utf-8"))
+    data["_meta"][META_KEY]["install"]["postInstall"] = [["{python}", "-c", "import time; time.sleep(12)"]]
+    (manifests / SERVER / "server.json").write_text(json.dumps(data), encoding="utf-8")
+    catalog = {"enabled": [SERVER], "packaged": False, "manifest_dirs": [manifests]}
+    backends = {**BACKENDS, "connect_timeout": 2.0}  # handshake bound: 2 x 2 s + grace, well under the install
+    settings = HubSettings(
+        home=tmp_path / "home", catalog=catalog, servers={"alpha": inproc("alpha")}, backends=backends
+    )
+    results = []
+    async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
+        name = await _thought_tool(client)
+
+        async def call() -> None:
+            results.append(await client.call_tool(name, THOUGHT))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            await anyio.sleep(1.0)
+            tg.start_soon(call)
+    assert len(results) == 2
+    assert all(not r.is_error for r in results), results
