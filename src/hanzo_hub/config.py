@@ -42,6 +42,7 @@ __all__ = [
     "SandboxSettings",
     "ServerPolicySpec",
     "ToolPolicySpec",
+    "ToolOverrideSpec",
     "SseServerSpec",
     "StdioServerSpec",
     "load_settings",
@@ -57,6 +58,14 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class ToolOverrideSpec(_Model):
+    """A correction to one downstream tool as the hub exposes it: hide it, rename it, or fix its description."""
+
+    hidden: bool = False
+    rename: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    description: str | None = None
+
+
 class _ServerBase(_Model):
     alias: str | None = Field(
         default=None, description="Short prefix for exposed names (letters, digits, '-'; at most 24 characters)."
@@ -64,6 +73,22 @@ class _ServerBase(_Model):
     enabled: bool = True
     protocol: ProtocolMode = Field(default="auto", description="How to negotiate with the server.")
     call_timeout: float | None = Field(default=None, gt=0, description="Overrides backends.call_timeout.")
+    tool_overrides: dict[str, ToolOverrideSpec] = Field(
+        default_factory=dict, description="Per tool (the server's own name): hide, rename or re-describe it."
+    )
+    error_patterns: tuple[str, ...] = Field(
+        default=(), description="Regexes matched from the start of a result's text: a match marks it isError."
+    )
+
+    @field_validator("error_patterns")
+    @classmethod
+    def _patterns_compile(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"error pattern {pattern!r} is not a regular expression: {exc}") from None
+        return value
 
     @field_validator("alias")
     @classmethod
@@ -291,6 +316,9 @@ class CatalogSettings(_Model):
     project: Path | None = Field(default=None, description="The folder '{project}' stands for (default: cwd).")
     installer: Literal["auto", "uv", "pip"] = Field(default="auto", description="How Python envs are built.")
     install_timeout: float = Field(default=600.0, gt=0, description="Bound on one install step, seconds.")
+    install_on_start: bool = Field(
+        default=True, description="Build a catalog server's environment when the hub first starts it, if missing."
+    )
 
 
 class MemoryTierSettings(_Model):

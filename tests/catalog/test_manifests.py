@@ -30,7 +30,39 @@ from hanzo_hub.hub.server import build_server
 from tests.conftest import FAST_BACKENDS
 
 SCHEMA_FILE = PACKAGED_DIR.parent / "meta.schema.json"
-THIRD_PARTY = {"time", "git", "fetch", "filesystem", "memory", "sqlite", "excel", "markitdown"}
+THIRD_PARTY = {
+    "time",
+    "git",
+    "fetch",
+    "filesystem",
+    "memory",
+    "sqlite",
+    "excel",
+    "markitdown",
+    "redis",
+    "motherduck",
+    "dbhub",
+    "aws-iam",
+    "aws-sns-sqs",
+    "mlflow",
+    "jupyter",
+    "git-cyanheads",
+    "desktop-commander",
+    "code-runner",
+    "sequential-thinking",
+    "valkey",
+    "memcached",
+    "playwright",
+    "email",
+    "chrome-devtools",
+    "cli",
+    "shell",
+    "graphql",
+    "chroma",
+    "duckdb",
+    "postgres",
+    "aws-cloudwatch",
+}
 
 
 def settings_for(home: Path, **catalog: object) -> HubSettings:
@@ -130,7 +162,7 @@ async def test_seeded_snapshots_answer_tools_list_before_any_install(tmp_path: P
     for name, data in catalog_snapshots(settings).items():
         store.save(name, Listing.from_json(data))
     per_server = stats(settings, load_catalog(settings))["servers"]
-    expected = sum(per_server[i]["tools"] for i in THIRD_PARTY)  # the enabled ones (first-party servers are not)
+    expected = sum(row["tools"] for server, row in per_server.items() if server in THIRD_PARTY)
     async with Hub.open(hub_settings) as hub, Client(build_server(hub)) as client:
         tools = (await client.list_tools()).tools
     assert len(tools) == expected

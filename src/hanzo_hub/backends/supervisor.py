@@ -125,6 +125,7 @@ class Supervisor:
         self.failures = 0
         self.last_error: str | None = None
         self._next_start = 0.0
+        self._preparing = False  # the prepare_start hook runs (e.g. a catalog install): waiters wait it out
         self.starts = 0
         self.junk_lines = 0
         self._log_offset = 0
@@ -207,6 +208,9 @@ class Supervisor:
             if self.state is State.RUNNING and self._client is not None:
                 return self._client
             if self.state is State.STARTING:
+                if self._preparing:  # an install: bounded by its own step timeouts, not by the handshake's
+                    await self._changed.wait()
+                    continue
                 with anyio.fail_after(self._start_bound()):
                     await self._changed.wait()
                 continue
@@ -273,6 +277,17 @@ class Supervisor:
     async def _start(self) -> None:
         self._set_state(State.STARTING)
         attempt = _Attempt()
+        prepare = getattr(self._hooks, "prepare_start", None)  # optional hook: e.g. install a catalog env first
+        if prepare is not None:
+            self._preparing = True
+            try:
+                await prepare(self.name)
+            except BaseException:
+                self._set_state(State.STOPPED)
+                raise
+            finally:
+                self._preparing = False
+            self._set_state(State.STARTING)  # wake waiters: from here the handshake bound applies again
         try:
             with anyio.fail_after(self._settings.connect_timeout):
                 await self._slots.acquire(self)

@@ -172,7 +172,9 @@ async def _verify_one(settings: HubSettings, entry: CatalogEntry, console: Conso
     try:
         snapshot, difference = await verify(settings, entry, update=update)
     except (OSError, TimeoutError, MCPError) as exc:
-        console.print(f"[red]{entry.id}[/red]: could not list its tools live: {type(exc).__name__} {exc}")
+        needs = entry.meta.requires.services
+        hint = f" (it needs {', '.join(needs)} running; see 'hanzo-hub catalog show {entry.id}')" if needs else ""
+        console.print(f"[red]{entry.id}[/red]: could not list its tools live: {type(exc).__name__} {exc}{hint}")
         return False
     _report_diff(console, entry.id, difference, len(snapshot.tools))
     return update or difference.same
@@ -257,18 +259,27 @@ def stats(settings: HubSettings, catalog: Catalog) -> dict[str, Any]:
         c: {"servers": 0, "tools": 0, "verified": 0, "snapshot_only": 0} for c in CATEGORIES
     }
     servers: dict[str, dict[str, Any]] = {}
+    origins: dict[str, dict[str, int]] = {}
     for entry in catalog.entries.values():
         if entry.meta.origin == "fixture":
             continue
         count = len(_visible(entry))
         live = entry.tools is not None and verified.get(entry.id) == entry.tools.sha256
-        row = per[entry.meta.category]
-        row["servers"] += 1
-        row["tools"] += count
-        row["verified" if live else "snapshot_only"] += count
-        servers[entry.id] = {"category": entry.meta.category, "tools": count, "verified": live}
+        for row in (
+            per[entry.meta.category],
+            origins.setdefault(entry.meta.origin, dict.fromkeys(per[CATEGORIES[0]], 0)),
+        ):
+            row["servers"] += 1
+            row["tools"] += count
+            row["verified" if live else "snapshot_only"] += count
+        servers[entry.id] = {
+            "category": entry.meta.category,
+            "origin": entry.meta.origin,
+            "tools": count,
+            "verified": live,
+        }
     total = {k: sum(r[k] for r in per.values()) for k in ("servers", "tools", "verified", "snapshot_only")}
-    return {"categories": per, "total": total, "servers": servers}
+    return {"categories": per, "total": total, "origins": origins, "servers": servers}
 
 
 def _cmd_stats(args: argparse.Namespace, settings: HubSettings, console: Console) -> int:
@@ -281,6 +292,8 @@ def _cmd_stats(args: argparse.Namespace, settings: HubSettings, console: Console
         table.add_row(category, *(str(row[k]) for k in ("servers", "tools", "verified", "snapshot_only")))
     total = data["total"]
     table.add_row("[bold]total[/bold]", *(str(total[k]) for k in ("servers", "tools", "verified", "snapshot_only")))
+    for origin, row in sorted(data["origins"].items()):
+        table.add_row(f"  of which {origin}", *(str(row[k]) for k in ("servers", "tools", "verified", "snapshot_only")))
     console.print(table)
     return 0
 

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from hanzo_hub.catalog.models import META_KEY, CatalogMeta, ServerJson, ToolsSnapshot
-from hanzo_hub.config import HubSettings, ServerSpec, StdioServerSpec
+from hanzo_hub.config import HubSettings, ServerSpec, StdioServerSpec, ToolOverrideSpec
 from hanzo_hub.errors import ManifestInvalid
 
 logger = logging.getLogger(__name__)
@@ -236,7 +236,8 @@ def fill(template: str, values: dict[str, str]) -> str:
 def entry_spec(settings: HubSettings, entry: CatalogEntry) -> StdioServerSpec:
     """The stdio spec that launches ``entry`` from its environment, telemetry switched off.
 
-    The manifest's ``launch.makeDirs`` (data folders such as the memory server's) are created here.
+    The manifest's ``launch.makeDirs`` (data folders such as the memory server's) are created here, and its
+    ``toolOverrides`` travel with the spec (the hub's registry hides, renames and re-describes those tools).
     """
     values = placeholders(settings, entry.meta)
     launch, telemetry = entry.meta.launch, entry.meta.telemetry
@@ -249,6 +250,12 @@ def entry_spec(settings: HubSettings, entry: CatalogEntry) -> StdioServerSpec:
         env=env,
         cwd=Path(fill(launch.cwd, values)) if launch.cwd else None,
         call_timeout=launch.call_timeout_seconds,
+        protocol=launch.protocol,
+        error_patterns=tuple(entry.meta.error_patterns),
+        tool_overrides={
+            name: ToolOverrideSpec(hidden=fix.hidden, rename=fix.rename, description=fix.description)
+            for name, fix in entry.meta.tool_overrides.items()
+        },
     )
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import string
 from typing import Any, Literal
 
@@ -197,6 +198,9 @@ class Launch(_Model):
     make_dirs: list[str] = Field(default_factory=list, description="folders created before launch (data dirs)")
     startup_timeout_seconds: float = Field(default=30.0, gt=0)
     call_timeout_seconds: float | None = Field(default=None, gt=0)
+    protocol: Literal["auto", "legacy", "2026-07-28"] = Field(
+        default="auto", description="'legacy' for servers that break on the 2026 discovery probe (old SDKs)"
+    )
 
     @model_validator(mode="after")
     def _templates(self) -> Launch:
@@ -292,8 +296,23 @@ class CatalogMeta(_Model):
     offline: Offline
     telemetry: Telemetry = Field(default_factory=Telemetry)
     tool_overrides: dict[str, ToolOverride] = Field(default_factory=dict)
+    error_patterns: list[str] = Field(
+        default_factory=list,
+        description="regexes matched from the start of a result's text; a match sets isError (servers that report "
+        "failures as plain text)",
+    )
     tools_file: str = Field(default="tools.json", pattern=r"^[\w.-]+\.json$")
     dynamic: bool = Field(default=False, description="the tool set is generated (OpenAPI, botocore): recapture it")
+
+    @field_validator("error_patterns")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"error pattern {pattern!r} is not a regular expression: {exc}") from None
+        return value
 
 
 class ServerJson(_Model):

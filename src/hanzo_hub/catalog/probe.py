@@ -56,10 +56,23 @@ async def live_tools(spec: StdioServerSpec, timeout: float) -> ToolsSnapshot:
         mcp.MCPError: the server refused ``tools/list``.
         OSError: the command cannot be started.
     """
+    try:
+        return await _live_tools(spec, timeout)
+    except BaseExceptionGroup as group:  # the SDK's task groups wrap the one failure that matters
+        raise _leaf(group) from None
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+async def _live_tools(spec: StdioServerSpec, timeout: float) -> ToolsSnapshot:
     params = StdioServerParameters(command=spec.command, args=list(spec.args), env=dict(spec.env) or None, cwd=spec.cwd)
     tools: list[types.Tool] = []
     with anyio.fail_after(timeout):
-        async with Client(params) as client:
+        async with Client(params, mode=spec.protocol) as client:
             cursor: str | None = None
             for _ in range(MAX_PAGES):
                 page = await client.list_tools(cursor=cursor, cache_mode="refresh")

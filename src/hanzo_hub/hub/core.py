@@ -27,9 +27,18 @@ from hanzo_hub.backends.base import client_capabilities
 from hanzo_hub.backends.listing import Listing
 from hanzo_hub.backends.pool import BackendPool
 from hanzo_hub.backends.snapshot import SnapshotStore
+from hanzo_hub.catalog.envs import InstallEvent, install, is_installed
 from hanzo_hub.catalog.loader import catalog_snapshots, catalog_specs, load_catalog
 from hanzo_hub.config import HubSettings, InprocServerSpec
-from hanzo_hub.errors import BackendError, HubError, PromptNotFound, ResourceNotFound, ToolNotFound
+from hanzo_hub.errors import (
+    BackendError,
+    BackendUnavailable,
+    HubError,
+    InstallFailed,
+    PromptNotFound,
+    ResourceNotFound,
+    ToolNotFound,
+)
 from hanzo_hub.hub.bridge import EraBridge, Parked
 from hanzo_hub.hub.guard import Guard
 from hanzo_hub.hub.identity import current_user
@@ -40,6 +49,7 @@ from hanzo_hub.hub.naming import assign_aliases, expose_uri
 from hanzo_hub.hub.notify import ChangeNotifier
 from hanzo_hub.hub.registry import Registry, Target
 from hanzo_hub.hub.relay import Relay
+from hanzo_hub.hub.results import flag_text_errors
 from hanzo_hub.sandbox.launch import Backends
 
 logger = logging.getLogger(__name__)
@@ -91,6 +101,7 @@ class Hub:
         entries = {name: catalog.entries[name] for name in cataloged}
         cataloged = {n: secret_env(entries[n], s, secrets) for n, s in cataloged.items()}
         configured = {**cataloged, **settings.servers}
+        self._catalog = entries
         local: dict[str, Any] = {}
         if settings.memory.enabled and MEMORY_SERVER not in configured:
             configured[MEMORY_SERVER] = InprocServerSpec(target="hanzo_hub.hub.memory_mount:build")
@@ -100,7 +111,8 @@ class Hub:
         aliases = assign_aliases(servers, {name: spec.alias for name, spec in servers.items()})
         prefix = settings.exposure.prefix
         use_prefix = len(servers) != 1 if prefix == "auto" else bool(prefix)
-        self.registry = Registry(servers, aliases, prefix=use_prefix)
+        overrides = {name: spec.tool_overrides for name, spec in servers.items()}
+        self.registry = Registry(servers, aliases, prefix=use_prefix, overrides=overrides)
         self.snapshots = SnapshotStore(settings.snapshot_dir)
         self.notifier = ChangeNotifier()
         self.relay = Relay(self.notifier)
@@ -169,6 +181,27 @@ class Hub:
         return missing
 
     # -- hooks for supervisors ----------------------------------------------------------------------------------
+
+    async def prepare_start(self, server: str) -> None:
+        """Before a catalog server starts: build its environment if it is missing (``catalog.install_on_start``).
+
+        Raises:
+            BackendUnavailable: the install failed (its reason names the failing step); the next start retries it.
+        """
+        entry = self._catalog.get(server)
+        if entry is None or not self.settings.catalog.install_on_start:
+            return
+        if await anyio.to_thread.run_sync(is_installed, self.settings, entry):
+            return
+
+        def progress(event: InstallEvent) -> None:
+            logger.info("installing catalog server %s: %s (%d/%d)", server, event.message, event.step, event.total)
+
+        logger.info("catalog server %s is not installed; installing it before its first start", server)
+        try:
+            await install(self.settings, entry, progress=progress)
+        except InstallFailed as exc:
+            raise BackendUnavailable(server, f"is not installed, and installing it failed: {exc.reason}") from None
 
     async def on_listing(self, server: str, listing: Listing) -> None:
         """A server's live listing replaces its snapshot; clients hear of it when their view changes."""
@@ -286,7 +319,7 @@ class Hub:
         if ctx is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             bridged = await self._bridged_call(target, arguments, ctx, params, meta, progress)
             if bridged is not None:
-                return bridged
+                return flag_text_errors(bridged, self.error_patterns(target.server))
 
         async def run(client: Client, raw: bool) -> types.CallToolResult | types.InputRequiredResult:
             if raw:
@@ -302,9 +335,14 @@ class Hub:
             return await client.call_tool(target.original, arguments, progress_callback=progress, meta=meta)
 
         try:
-            return await self._forward(target.server, ctx, run)
+            result = await self._forward(target.server, ctx, run)
         except BackendError as exc:
             return types.CallToolResult(content=[types.TextContent(type="text", text=str(exc))], is_error=True)
+        return flag_text_errors(result, self.error_patterns(target.server))
+
+    def error_patterns(self, server: str) -> tuple[str, ...]:
+        """The patterns whose text marks a result of ``server`` as a failure (``hub.results``)."""
+        return self._servers[server].error_patterns
 
     def _with_identity(
         self, meta: types.RequestParamsMeta | None, ctx: ServerRequestContext[Any, Any] | None

@@ -13,7 +13,8 @@ Everything that makes a proxied call a hub call is kept: the relay bookkeeping (
 roots and log messages during the call go to this client), the log-level opt-in, the supervisor's lazy start,
 deadline, crash detection and idle accounting, and fail-open error results. Calls that need more than renaming take
 the normal path: stateless-era clients or servers (era bridge, input rounds), progress tokens (the front maps
-them), the hub's own memory server (identity stamping), search exposure (virtual tools), a server not running yet
+them), the hub's own memory server (identity stamping), servers with ``error_patterns`` (the hub reads their
+results), search exposure (virtual tools), a server not running yet
 (the normal path starts it; its next call is fast), in-process servers (no transport to share), and malformed params
 (the normal path reports them precisely).
 """
@@ -179,8 +180,8 @@ class RawToolCalls:
             target = self._hub.registry.resolve_tool(name)
         except ToolNotFound:
             return None
-        if target.server == MEMORY_SERVER:
-            return None
+        if target.server == MEMORY_SERVER or self._hub.error_patterns(target.server):
+            return None  # identity stamping, or results the hub must read (plain-text failures)
         supervisor = self._hub.pool.get(target.server)
         client = supervisor.client
         if client is None or is_modern(client) or supervisor.raw_channel is None:

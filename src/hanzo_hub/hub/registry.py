@@ -3,6 +3,10 @@
 The registry is rebuilt per server when a listing arrives (snapshot or live); lookups are dictionary hits. When
 prefixes are off, the first server (in configuration order) wins a name both servers use, and the collision is
 logged; with prefixes on, names cannot collide.
+
+A server's ``tool_overrides`` (from its spec, or its catalog manifest's ``toolOverrides``) are applied here, before
+prefixing: a hidden tool is neither listed nor callable, a renamed one is exposed (and called) under its new name and
+forwarded under its own, and a description fix replaces the server's text.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from dataclasses import dataclass
 import mcp_types as types
 
 from hanzo_hub.backends.listing import Listing
+from hanzo_hub.config import ToolOverrideSpec
 from hanzo_hub.errors import PromptNotFound, ResourceNotFound, ToolNotFound
 from hanzo_hub.hub.naming import expose_name, expose_uri, split_uri
 
@@ -36,13 +41,50 @@ class _View:
     resources: tuple[types.Resource, ...] = ()
     templates: tuple[types.ResourceTemplate, ...] = ()
     prompts: tuple[types.Prompt, ...] = ()
+    tool_names: tuple[str, ...] = ()  # the server's own name of each exposed tool (overrides may rename)
+
+
+def apply_overrides(
+    tools: Iterable[types.Tool], overrides: Mapping[str, ToolOverrideSpec]
+) -> list[tuple[str, types.Tool]]:
+    """``(server's own name, tool as exposed)`` after ``overrides``: hidden ones dropped, renames, descriptions set.
+
+    The server's own name stays readable in ``_meta["dev.hanzo-hub/original-name"]`` of a renamed tool.
+    """
+    out = []
+    for tool in tools:
+        fix = overrides.get(tool.name)
+        if fix is None:
+            out.append((tool.name, tool))
+            continue
+        if fix.hidden:
+            continue
+        update: dict[str, object] = {}
+        if fix.description is not None:
+            update["description"] = fix.description
+        if fix.rename is not None:
+            update["name"] = fix.rename
+            update["meta"] = {**(tool.meta or {}), ORIGINAL_NAME: tool.name}
+        out.append((tool.name, tool.model_copy(update=update)))
+    return out
+
+
+ORIGINAL_NAME = "dev.hanzo-hub/original-name"
 
 
 class Registry:
     """Listings of all servers, exposed."""
 
-    def __init__(self, servers: Iterable[str], aliases: Mapping[str, str], *, prefix: bool) -> None:
+    def __init__(
+        self,
+        servers: Iterable[str],
+        aliases: Mapping[str, str],
+        *,
+        prefix: bool,
+        overrides: Mapping[str, Mapping[str, ToolOverrideSpec]] | None = None,
+    ) -> None:
         self._order = list(servers)
+        self._overrides = {name: dict(fixes) for name, fixes in (overrides or {}).items() if fixes}
         self._aliases = dict(aliases)
         self._by_alias = {alias: name for name, alias in self._aliases.items()}
         self._prefix = prefix
@@ -82,8 +124,10 @@ class Registry:
 
     def _expose(self, server: str, listing: Listing) -> _View:
         prefix = self._aliases[server] if self._prefix else None
+        pairs = apply_overrides(listing.tools, self._overrides.get(server, {}))
         return _View(
-            tools=tuple(t.model_copy(update={"name": expose_name(t.name, prefix)}) for t in listing.tools),
+            tools=tuple(t.model_copy(update={"name": expose_name(t.name, prefix)}) for _, t in pairs),
+            tool_names=tuple(own for own, _ in pairs),
             resources=tuple(r.model_copy(update={"uri": expose_uri(str(r.uri), prefix)}) for r in listing.resources),
             templates=tuple(
                 t.model_copy(update={"uri_template": expose_uri(t.uri_template, prefix)}) for t in listing.templates
@@ -106,8 +150,8 @@ class Registry:
             exposed = self._views.get(server)
             if listing is None or exposed is None:
                 continue
-            for original, tool in zip(listing.tools, exposed.tools, strict=True):
-                if _claim(tools, tool.name, Target(server, original.name), "tool"):
+            for original, tool in zip(exposed.tool_names, exposed.tools, strict=True):
+                if _claim(tools, tool.name, Target(server, original), "tool"):
                     view["tools"].append(tool)
             for original_p, prompt in zip(listing.prompts, exposed.prompts, strict=True):
                 if _claim(prompts, prompt.name, Target(server, original_p.name), "prompt"):
