@@ -13,6 +13,7 @@ import gc
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from typing import Any, TypeVar, cast
 
 import anyio
@@ -27,14 +28,12 @@ from hanzo_hub.backends.base import client_capabilities
 from hanzo_hub.backends.listing import Listing
 from hanzo_hub.backends.pool import BackendPool
 from hanzo_hub.backends.snapshot import SnapshotStore
-from hanzo_hub.catalog.envs import InstallEvent, install, is_installed
+from hanzo_hub.catalog.envs import is_installed
 from hanzo_hub.catalog.loader import catalog_snapshots, catalog_specs, load_catalog
 from hanzo_hub.config import HubSettings, InprocServerSpec
 from hanzo_hub.errors import (
     BackendError,
-    BackendUnavailable,
     HubError,
-    InstallFailed,
     PromptNotFound,
     ResourceNotFound,
     ToolNotFound,
@@ -42,6 +41,7 @@ from hanzo_hub.errors import (
 from hanzo_hub.hub.bridge import EraBridge, Parked
 from hanzo_hub.hub.guard import Guard
 from hanzo_hub.hub.identity import current_user
+from hanzo_hub.hub.install import install_before_start
 from hanzo_hub.hub.launch import load_secrets, secret_env, server_sandboxes
 from hanzo_hub.hub.memory_mount import MEMORY_SERVER, PROJECT_KEY, identity_meta
 from hanzo_hub.hub.memory_mount import build as build_memory
@@ -53,6 +53,8 @@ from hanzo_hub.hub.results import flag_text_errors
 from hanzo_hub.sandbox.launch import Backends
 
 logger = logging.getLogger(__name__)
+
+_install_progress: ContextVar[ProgressFnT | None] = ContextVar("hanzo_hub_install_progress", default=None)
 
 T = TypeVar("T")
 
@@ -193,15 +195,7 @@ class Hub:
             return
         if await anyio.to_thread.run_sync(is_installed, self.settings, entry):
             return
-
-        def progress(event: InstallEvent) -> None:
-            logger.info("installing catalog server %s: %s (%d/%d)", server, event.message, event.step, event.total)
-
-        logger.info("catalog server %s is not installed; installing it before its first start", server)
-        try:
-            await install(self.settings, entry, progress=progress)
-        except InstallFailed as exc:
-            raise BackendUnavailable(server, f"is not installed, and installing it failed: {exc.reason}") from None
+        await install_before_start(self.settings, entry, _install_progress.get())
 
     async def on_listing(self, server: str, listing: Listing) -> None:
         """A server's live listing replaces its snapshot; clients hear of it when their view changes."""
@@ -300,8 +294,12 @@ class Hub:
         if admission.refusal is not None:
             return admission.refusal
         result = None
-        with admission.deadline():
-            result = await self._call_target(target, admission.arguments, progress, ctx, params)
+        token = _install_progress.set(progress)  # an install on first use reports to this call (prepare_start)
+        try:
+            with admission.deadline():
+                result = await self._call_target(target, admission.arguments, progress, ctx, params)
+        finally:
+            _install_progress.reset(token)
         return self.guard.release(admission, result)  # per-call policy, on the result
 
     async def _call_target(

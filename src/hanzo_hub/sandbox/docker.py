@@ -113,7 +113,10 @@ class DockerSandbox:
             if not prefix.startswith("/usr/"):
                 volumes[prefix] = {"bind": prefix, "mode": "ro"}
         for path in grants.readable:
-            real = str(Path(path).resolve())
+            resolved = Path(path).resolve()
+            if not resolved.exists():  # the engine would create it, as root (an env may not be built yet)
+                continue
+            real = str(resolved)
             volumes[real] = {"bind": real, "mode": "ro"}
         for path in grants.writable:
             real = str(Path(path).resolve())

@@ -52,11 +52,17 @@ async def test_missing_env_is_installed_on_first_call(tmp_path: Path) -> None:
     )
     entry = load_catalog(settings).entries[SERVER]
     assert not is_installed(settings, entry)
+    reported: list[str] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reported.append(message or "")
+
     async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
-        result = await client.call_tool(await _thought_tool(client), THOUGHT)
+        result = await client.call_tool(await _thought_tool(client), THOUGHT, progress_callback=on_progress)
     assert not result.is_error, result
     assert "thoughtNumber" in text_of(result)
     assert is_installed(settings, entry)
+    assert any(m.startswith(f"installing {SERVER}: ") for m in reported), reported  # the call saw the install
 
 
 async def test_failed_install_fails_that_server_clearly_and_a_later_start_repairs(tmp_path: Path) -> None:
