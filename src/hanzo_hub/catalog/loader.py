@@ -237,16 +237,24 @@ def entry_spec(settings: HubSettings, entry: CatalogEntry) -> StdioServerSpec:
     """The stdio spec that launches ``entry`` from its environment, telemetry switched off.
 
     The manifest's ``launch.makeDirs`` (data folders such as the memory server's) are created here, and its
-    ``toolOverrides`` travel with the spec (the hub's registry hides, renames and re-describes those tools).
+    ``toolOverrides`` travel with the spec (the hub's registry hides, renames and re-describes those tools). The
+    user's ``catalog.overrides[id]`` applies on top: ``args`` replaces the manifest's launch arguments, ``extra_args``
+    is appended, ``env`` is merged over the manifest's environment; the telemetry switches always stay.
     """
     values = placeholders(settings, entry.meta)
     launch, telemetry = entry.meta.launch, entry.meta.telemetry
+    override = settings.catalog.overrides.get(entry.id)
     for folder in launch.make_dirs:
         Path(fill(folder, values)).mkdir(parents=True, exist_ok=True)
-    env = {**{k: fill(v, values) for k, v in launch.env.items()}, **telemetry.env}
+    args = [*launch.args] if override is None or override.args is None else [*override.args]
+    env = {**launch.env}
+    if override is not None:
+        args += override.extra_args
+        env.update(override.env)
+    env = {**{k: fill(v, values) for k, v in env.items()}, **telemetry.env}
     return StdioServerSpec(
         command=fill(launch.command, values),
-        args=tuple(fill(a, values) for a in [*launch.args, *telemetry.args]),
+        args=tuple(fill(a, values) for a in [*args, *telemetry.args]),
         env=env,
         cwd=Path(fill(launch.cwd, values)) if launch.cwd else None,
         call_timeout=launch.call_timeout_seconds,
