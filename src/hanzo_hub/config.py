@@ -261,8 +261,12 @@ class SandboxLimitsSettings(_Model):
 class ToolPolicySpec(_Model):
     """Per-call policy of a tool; every unset field falls back to the server, then the category, then defaults."""
 
-    path_args: tuple[str, ...] | None = Field(default=None, description="Argument names holding file paths.")
-    url_args: tuple[str, ...] | None = Field(default=None, description="Argument names holding URLs.")
+    path_args: tuple[str, ...] | None = Field(
+        default=None, description="Argument names holding local file paths (exactly these; unset: detected)."
+    )
+    url_args: tuple[str, ...] | None = Field(
+        default=None, description="Argument names holding URLs (exactly these; unset: detected)."
+    )
     writable: bool | None = None
     allow_hosts: tuple[str, ...] | None = Field(default=None, description="fnmatch patterns; empty = any host.")
     deny_hosts: tuple[str, ...] | None = None

@@ -219,8 +219,12 @@ class ToolLimits(_Model):
     Config (``sandbox.servers.<name>.tools``) overrides it field by field.
     """
 
-    path_args: list[str] | None = Field(default=None, description="arguments holding file paths")
-    url_args: list[str] | None = Field(default=None, description="arguments holding URLs")
+    path_args: list[str] | None = Field(
+        default=None, description="arguments holding local file paths: exactly these (unset: detected by name)"
+    )
+    url_args: list[str] | None = Field(
+        default=None, description="arguments holding URLs: exactly these (unset: detected by name)"
+    )
     writable: bool | None = Field(default=None, description="whether the tool writes to its path arguments")
     allow_hosts: list[str] | None = None
     deny_hosts: list[str] | None = None

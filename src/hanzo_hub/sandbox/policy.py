@@ -41,8 +41,6 @@ URL_FORMATS = frozenset({"uri", "url", "iri", "uri-reference"})
 
 BUILTIN_CATEGORIES: dict[str, ToolPolicySpec] = {
     "default": ToolPolicySpec(
-        path_args=(),
-        url_args=(),
         writable=False,
         allow_hosts=(),
         deny_hosts=(),
@@ -62,8 +60,10 @@ BUILTIN_CATEGORIES: dict[str, ToolPolicySpec] = {
 class ToolPolicy:
     """The effective policy of one tool, after merging (see the module docstring)."""
 
-    path_args: tuple[str, ...]
-    url_args: tuple[str, ...]
+    path_args: tuple[str, ...] | None
+    """Declared path arguments (exactly these), or ``None``: detected from the tool's input schema."""
+    url_args: tuple[str, ...] | None
+    """Declared URL arguments (exactly these), or ``None``: detected from the tool's input schema."""
     writable: bool
     allow_hosts: tuple[str, ...]
     deny_hosts: tuple[str, ...]
@@ -207,7 +207,13 @@ def _strings(value: Any) -> Iterator[str]:
 
 
 def _declared_args(schema: Mapping[str, Any] | None, policy: ToolPolicy) -> tuple[set[str], set[str]]:
-    paths, urls = set(policy.path_args), set(policy.url_args)
+    """The path and URL arguments: as declared when a layer declares them, else detected by name and format.
+
+    A declaration replaces detection, so a manifest can say that a ``notebook_path`` names a file on a remote
+    Jupyter server, or that ``paths`` are relative to the ``path`` repository, not local paths to confine.
+    """
+    paths: set[str] = set()
+    urls: set[str] = set()
     properties = (schema or {}).get("properties") or {}
     for name, prop in properties.items() if isinstance(properties, dict) else ():
         prop = prop if isinstance(prop, dict) else {}
@@ -221,6 +227,10 @@ def _declared_args(schema: Mapping[str, Any] | None, policy: ToolPolicy) -> tupl
             or lowered.endswith(PATH_SUFFIXES)
         ):
             paths.add(name)
+    if policy.path_args is not None:
+        paths = set(policy.path_args)
+    if policy.url_args is not None:
+        urls = set(policy.url_args)
     return paths, urls
 
 
