@@ -409,6 +409,12 @@ class PolicyEngine:
                     return "path", f"argument '{name}' {why}"
         for name in sorted(url_args & arguments.keys()):
             for value in _strings(arguments[name]):
+                if value.startswith("file://"):  # a local file: confined to the roots like a path argument
+                    local = self.roots_for(user, project)
+                    why = check_path(value, local, local[0] if local else None)
+                    if why is not None:
+                        return "path", f"argument '{name}' {why}"
+                    continue
                 why = await check_url(value, policy)
                 if why is not None:
                     return "url", f"argument '{name}': {why}"
