@@ -400,8 +400,26 @@ class PolicyEngine:
             return "turn_budget", f"at most {self.settings.calls_per_turn} tool calls per turn"
         if session_budget and self._sessions.get(session, 0) >= self.settings.calls_per_session:
             return "session_budget", f"at most {self.settings.calls_per_session} tool calls per session"
+        refused = await self._check_arguments(user, arguments, schema, policy, project)
+        if refused is not None:
+            return refused
+        if policy.rate_per_minute is not None:
+            wait = self._bucket(user, server, tool, policy).retry_after()
+            if wait > 0:
+                return "rate", f"rate limit of {policy.rate_per_minute:g} per minute; retry in {wait:.1f} s"
+        return None
+
+    async def _check_arguments(
+        self,
+        user: str,
+        arguments: Mapping[str, Any],
+        schema: Mapping[str, Any] | None,
+        policy: ToolPolicy,
+        project: Path | None,
+    ) -> tuple[str, str] | None:
+        """The path and URL checks; a ``file://`` URL names a local file and is confined like a path."""
         path_args, url_args = _declared_args(schema, policy)
-        roots = self.roots_for(user, project) if path_args & arguments.keys() else ()
+        roots = self.roots_for(user, project) if (path_args | url_args) & arguments.keys() else ()
         for name in sorted(path_args & arguments.keys()):
             for value in _strings(arguments[name]):
                 why = check_path(value, roots, roots[0] if roots else None)
@@ -409,19 +427,14 @@ class PolicyEngine:
                     return "path", f"argument '{name}' {why}"
         for name in sorted(url_args & arguments.keys()):
             for value in _strings(arguments[name]):
-                if value.startswith("file://"):  # a local file: confined to the roots like a path argument
-                    local = self.roots_for(user, project)
-                    why = check_path(value, local, local[0] if local else None)
+                if value.startswith("file://"):
+                    why = check_path(value, roots, roots[0] if roots else None)
                     if why is not None:
                         return "path", f"argument '{name}' {why}"
                     continue
                 why = await check_url(value, policy)
                 if why is not None:
                     return "url", f"argument '{name}': {why}"
-        if policy.rate_per_minute is not None:
-            wait = self._bucket(user, server, tool, policy).retry_after()
-            if wait > 0:
-                return "rate", f"rate limit of {policy.rate_per_minute:g} per minute; retry in {wait:.1f} s"
         return None
 
     def _bucket(self, user: str, server: str, tool: str, policy: ToolPolicy) -> TokenBucket:
