@@ -80,3 +80,15 @@ async def test_overridden_server_is_still_sandboxed_and_policed(tmp_path: Path) 
     spec = hub._servers["redis"]
     assert isinstance(spec, StdioServerSpec)
     assert spec.args == ("--url", "redis://127.0.0.1:7000/1")
+
+
+def test_env_passthrough_passes_only_the_listed_host_variables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_PROFILE", "from-host")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:5000")
+    monkeypatch.setenv("CATALOG_TEST_UNLISTED", "secret")
+    overrides = {"aws-iam": {"env": {"AWS_ENDPOINT_URL": "http://127.0.0.1:6000"}}}
+    spec = _spec(_settings(tmp_path / "home", enabled=["aws-iam"], overrides=overrides), "aws-iam")
+    assert spec.env["AWS_PROFILE"] == "from-host"  # listed in the manifest's envPassthrough
+    assert spec.env["AWS_ENDPOINT_URL"] == "http://127.0.0.1:6000"  # the user's override wins
+    assert "CATALOG_TEST_UNLISTED" not in spec.env
+    assert spec.env["AWS_REGION"] == "us-east-1"  # manifest default, not in the host environment
