@@ -98,6 +98,9 @@ async def run_live(
     hub_settings = HubSettings(home=HOME, catalog=catalog, backends=backends, sandbox=sandbox)
     assert server not in hub_settings.servers, "a live test must not hand-configure its server"
     async with Hub.open(hub_settings) as hub, Client(build_server(hub)) as client:
+        launch = hub.launches.get(server)
+        assert launch is not None, f"{server} is not launched through the sandbox layer"
+        assert launch.kind == (entry.meta.sandbox.backend or hub_settings.sandbox.backend)
         outcome = Outcome(tools=list((await client.list_tools()).tools))
         for call in calls:
             outcome.results.append(await client.call_tool(call.tool, call.arguments))
