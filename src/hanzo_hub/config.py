@@ -12,6 +12,7 @@ import getpass
 import json
 import os
 import re
+import string
 import sys
 import tomllib
 from contextvars import ContextVar
@@ -27,6 +28,7 @@ from hanzo_hub.errors import ConfigError
 __all__ = [
     "AuthSettings",
     "BackendSettings",
+    "CatalogOverrideSpec",
     "CatalogSettings",
     "ExposureSettings",
     "OAuthSettings",
@@ -259,8 +261,12 @@ class SandboxLimitsSettings(_Model):
 class ToolPolicySpec(_Model):
     """Per-call policy of a tool; every unset field falls back to the server, then the category, then defaults."""
 
-    path_args: tuple[str, ...] | None = Field(default=None, description="Argument names holding file paths.")
-    url_args: tuple[str, ...] | None = Field(default=None, description="Argument names holding URLs.")
+    path_args: tuple[str, ...] | None = Field(
+        default=None, description="Argument names holding local file paths (exactly these; unset: detected)."
+    )
+    url_args: tuple[str, ...] | None = Field(
+        default=None, description="Argument names holding URLs (exactly these; unset: detected)."
+    )
     writable: bool | None = None
     allow_hosts: tuple[str, ...] | None = Field(default=None, description="fnmatch patterns; empty = any host.")
     deny_hosts: tuple[str, ...] | None = None
@@ -303,6 +309,43 @@ class SandboxSettings(_Model):
     keyring_service: str | None = Field(default="hanzo-hub", description="None: never use the OS keyring.")
 
 
+LAUNCH_PLACEHOLDERS = frozenset({"env", "bin", "home", "project", "site", "python"})
+"""The placeholders of catalog launch templates (manifests and ``catalog.overrides``)."""
+
+
+def check_launch_templates(values: list[str]) -> None:
+    """Reject a template with bad ``{}`` syntax or an unknown placeholder (write ``{{``/``}}`` for literal braces).
+
+    Raises:
+        ValueError: naming the template and the placeholders allowed.
+    """
+    for value in values:
+        try:
+            names = {name for _, name, _, _ in string.Formatter().parse(value) if name is not None}
+        except ValueError as exc:
+            raise ValueError(f"bad template {value!r}: {exc}") from None
+        unknown = names - LAUNCH_PLACEHOLDERS
+        if unknown:
+            allowed = sorted(LAUNCH_PLACEHOLDERS)
+            raise ValueError(f"unknown placeholder {{{sorted(unknown)[0]}}} in {value!r}; use {allowed}")
+
+
+class CatalogOverrideSpec(_Model):
+    """A user's change to one catalog server's launch; the server stays a catalog server (sandbox, policy, patterns).
+
+    Values are templates with the manifest's placeholders (``{project}``, ``{env}``, ``{home}``...).
+    """
+
+    args: tuple[str, ...] | None = Field(default=None, description="Replaces the manifest's launch arguments.")
+    extra_args: tuple[str, ...] = Field(default=(), description="Appended to the (possibly replaced) arguments.")
+    env: dict[str, str] = Field(default_factory=dict, description="Merged over the manifest's launch environment.")
+
+    @model_validator(mode="after")
+    def _templates(self) -> CatalogOverrideSpec:
+        check_launch_templates([*(self.args or ()), *self.extra_args, *self.env.values()])
+        return self
+
+
 class CatalogSettings(_Model):
     """The catalog of downstream servers: where manifests and per-server environments live, and which are on.
 
@@ -318,6 +361,9 @@ class CatalogSettings(_Model):
     install_timeout: float = Field(default=600.0, gt=0, description="Bound on one install step, seconds.")
     install_on_start: bool = Field(
         default=True, description="Build a catalog server's environment when the hub first starts it, if missing."
+    )
+    overrides: dict[str, CatalogOverrideSpec] = Field(
+        default_factory=dict, description="Per-server changes to a catalog launch: 'args', 'extra_args', 'env'."
     )
 
 

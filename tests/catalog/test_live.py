@@ -15,16 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import Client
 
 from hanzo_hub.catalog.envs import install, is_installed
-from hanzo_hub.catalog.loader import CatalogEntry, catalog_specs, load_catalog
+from hanzo_hub.catalog.loader import CatalogEntry, load_catalog
 from hanzo_hub.catalog.models import META_KEY
-from hanzo_hub.config import HubSettings, StdioServerSpec
+from hanzo_hub.config import HubSettings
 from hanzo_hub.errors import InstallFailed
-from hanzo_hub.hub.core import Hub
-from hanzo_hub.hub.server import build_server
-from tests.conftest import FAST_BACKENDS, REPO
+from tests.catalog.live.helpers import Call, run_live
+from tests.conftest import REPO
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -101,26 +99,14 @@ LIVE = ["time", "git", "fetch", "filesystem", "memory", "sqlite", "excel", "mark
 async def test_installed_server_through_hub_matches_snapshot_and_answers(
     server: str, tmp_path: Path, web_page: str
 ) -> None:
+    """Enabled from the catalog as a user does: sandboxed, under its per-call policy, ``proj`` as the project."""
     proj = project(tmp_path)
-    settings = HubSettings(home=HOME, catalog={"enabled": [server], "project": proj})
-    entry = load_catalog(settings).entries[server]
-    await install(settings, entry)
-    assert is_installed(settings, entry)
-    spec = catalog_specs(settings)[server]
-    assert isinstance(spec, StdioServerSpec)
-    if server == "fetch":  # its default refuses loopback addresses; the test page is on 127.0.0.1
-        spec = spec.model_copy(update={"args": (*spec.args, "--allow-private-ips", "--ignore-robots-txt")})
-    hub_settings = HubSettings(home=tmp_path / "hub", servers={server: spec}, backends=FAST_BACKENDS)
-    async with Hub.open(hub_settings) as hub, Client(build_server(hub)) as client:
-        live = (await client.list_tools()).tools
-        results = [(await client.call_tool(name, args), want) for name, args, want in calls(server, proj, web_page)]
-    assert entry.tools is not None
-    assert sorted(t.name for t in live) == sorted(entry.tools.names)
-    by_name = {str(t["name"]): t for t in entry.tools.tools}
-    assert all(t.input_schema == by_name[t.name]["inputSchema"] for t in live)
-    for result, want in results:
-        assert not result.is_error, result
-        assert want in json.dumps(result.model_dump(mode="json")), result
+    extra: tuple[str, ...] = ()
+    policy: dict[str, Any] | None = None
+    if server == "fetch":  # its default refuses loopback addresses (and so does the hub's policy): the page is local
+        extra, policy = ("--allow-private-ips", "--ignore-robots-txt"), {"defaults": {"allow_private_network": True}}
+    wanted = [Call(name, args, want) for name, args, want in calls(server, proj, web_page)]
+    await run_live(server, tmp_path, wanted, project=proj, extra_args=extra, policy=policy)
 
 
 def _broken_copy(tmp: Path, entry: CatalogEntry, **install_meta: Any) -> CatalogEntry:

@@ -101,7 +101,6 @@ async def test_project_narrows_the_roots(engine: PolicyEngine, roots: tuple[Path
         "http://localhost:8000/",
         "http://LOCALHOST./",
         "http://0.0.0.0/",
-        "file:///etc/passwd",
         "gopher://example.com/",
     ],
 )
@@ -109,6 +108,16 @@ async def test_ssrf_targets_are_denied(engine: PolicyEngine, url: str) -> None:
     decision = await engine.check_call("alice", "web", "fetch", {"url": url}, URL_SCHEMA)
     assert not decision.allowed
     assert decision.limit == "url"
+
+
+async def test_file_urls_are_confined_to_the_roots_like_paths(engine: PolicyEngine, roots: tuple[Path, Path]) -> None:
+    outside = await engine.check_call("alice", "web", "fetch", {"url": "file:///etc/passwd"}, URL_SCHEMA)
+    assert not outside.allowed
+    assert outside.limit == "path"
+    other_user = (roots[1] / "x.txt").as_uri()
+    assert not (await engine.check_call("alice", "web", "fetch", {"url": other_user}, URL_SCHEMA)).allowed
+    inside = (roots[0] / "page.html").as_uri()
+    assert (await engine.check_call("alice", "web", "fetch", {"url": inside}, URL_SCHEMA)).allowed
 
 
 async def test_public_address_and_granted_private_network_are_allowed(engine: PolicyEngine) -> None:

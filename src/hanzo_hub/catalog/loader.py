@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from hanzo_hub.catalog.models import META_KEY, CatalogMeta, ServerJson, ToolsSnapshot
-from hanzo_hub.config import HubSettings, ServerSpec, StdioServerSpec, ToolOverrideSpec
+from hanzo_hub.config import HubSettings, ServerSpec, StdioServerSpec, ToolOverrideSpec, environment
 from hanzo_hub.errors import ManifestInvalid
 
 logger = logging.getLogger(__name__)
@@ -237,16 +237,28 @@ def entry_spec(settings: HubSettings, entry: CatalogEntry) -> StdioServerSpec:
     """The stdio spec that launches ``entry`` from its environment, telemetry switched off.
 
     The manifest's ``launch.makeDirs`` (data folders such as the memory server's) are created here, and its
-    ``toolOverrides`` travel with the spec (the hub's registry hides, renames and re-describes those tools).
+    ``toolOverrides`` travel with the spec (the hub's registry hides, renames and re-describes those tools). The
+    manifest's ``sandbox.envPassthrough`` variables set in the hub's environment are passed on (over the manifest's
+    defaults). The user's ``catalog.overrides[id]`` applies on top: ``args`` replaces the manifest's launch arguments,
+    ``extra_args`` is appended, ``env`` is merged over the rest; the telemetry switches always stay.
     """
     values = placeholders(settings, entry.meta)
     launch, telemetry = entry.meta.launch, entry.meta.telemetry
+    override = settings.catalog.overrides.get(entry.id)
     for folder in launch.make_dirs:
         Path(fill(folder, values)).mkdir(parents=True, exist_ok=True)
-    env = {**{k: fill(v, values) for k, v in launch.env.items()}, **telemetry.env}
+    args = [*launch.args] if override is None or override.args is None else [*override.args]
+    env = {k: fill(v, values) for k, v in launch.env.items()}
+    if entry.meta.sandbox.env_passthrough:
+        host = environment()
+        env.update({name: host[name] for name in entry.meta.sandbox.env_passthrough if name in host})
+    if override is not None:
+        args += override.extra_args
+        env.update({k: fill(v, values) for k, v in override.env.items()})
+    env.update(telemetry.env)
     return StdioServerSpec(
         command=fill(launch.command, values),
-        args=tuple(fill(a, values) for a in [*launch.args, *telemetry.args]),
+        args=tuple(fill(a, values) for a in [*args, *telemetry.args]),
         env=env,
         cwd=Path(fill(launch.cwd, values)) if launch.cwd else None,
         call_timeout=launch.call_timeout_seconds,

@@ -23,6 +23,8 @@ import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from hanzo_hub.config import LAUNCH_PLACEHOLDERS, check_launch_templates
+
 META_KEY = "dev.hanzo-hub/catalog"
 """Our namespace under ``_meta`` (reverse DNS of the project)."""
 
@@ -56,7 +58,7 @@ Category = Literal[
     "ai-ml",
     "system",
 ]
-PLACEHOLDERS = frozenset({"env", "bin", "home", "project", "site", "python"})
+PLACEHOLDERS = LAUNCH_PLACEHOLDERS
 ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,23}$"
 
 
@@ -66,13 +68,7 @@ def template_fields(text: str) -> set[str]:
 
 
 def _check_templates(values: list[str]) -> None:
-    for value in values:
-        try:
-            unknown = template_fields(value) - PLACEHOLDERS
-        except ValueError as exc:
-            raise ValueError(f"bad template {value!r}: {exc}") from None
-        if unknown:
-            raise ValueError(f"unknown placeholder {{{sorted(unknown)[0]}}} in {value!r}; use {sorted(PLACEHOLDERS)}")
+    check_launch_templates(values)
 
 
 class _Model(BaseModel):
@@ -223,8 +219,12 @@ class ToolLimits(_Model):
     Config (``sandbox.servers.<name>.tools``) overrides it field by field.
     """
 
-    path_args: list[str] | None = Field(default=None, description="arguments holding file paths")
-    url_args: list[str] | None = Field(default=None, description="arguments holding URLs")
+    path_args: list[str] | None = Field(
+        default=None, description="arguments holding local file paths: exactly these (unset: detected by name)"
+    )
+    url_args: list[str] | None = Field(
+        default=None, description="arguments holding URLs: exactly these (unset: detected by name)"
+    )
     writable: bool | None = Field(default=None, description="whether the tool writes to its path arguments")
     allow_hosts: list[str] | None = None
     deny_hosts: list[str] | None = None

@@ -9,8 +9,8 @@ as before (unconfined). ``sandbox: "none"`` is the explicit opt-out (rlimits and
 Grants: the manifest's ``fs.read``/``fs.write`` templates (``{project}``, ``{home}``...) plus config ``read``/``write``;
 the server's ``cwd``; its catalog environment (read-only); for servers run by the hub's own interpreter, the
 directories its packages are imported from (read-only; an editable install lives outside the interpreter prefix).
-Writable directories are created at launch; readable ones missing at launch are skipped then (not when the hub
-starts: a catalog environment may be built on first use in between). Manifest network ``loopback`` shares
+Writable directories are created at launch; readable ones missing then are skipped (an environment built on first
+start exists only by then). Manifest network ``loopback`` shares
 the host network (a sandbox cannot reach host loopback services otherwise; per-call URL checks still apply).
 
 Secrets: ``${vault:NAME}`` in a server's env or headers, plus, for catalog servers, every environment variable the
@@ -108,7 +108,7 @@ def _grants(
     readable: list[Path] = []
     for path in read:
         real = path.expanduser().resolve()
-        if real not in readable and real not in writable:  # checked at launch: an env may be built on first use
+        if real not in readable and real not in writable:  # missing ones are dropped at launch
             readable.append(real)
     return Grants(writable=tuple(writable), readable=tuple(readable)), network
 

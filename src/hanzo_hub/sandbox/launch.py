@@ -82,14 +82,18 @@ class ServerSandbox:
                 raise FileNotFoundError(2, "command not found", command[0])
             command[0] = found
         grants = _with_command_dir(self.grants, command[0]) if self.kind == "bwrap" else self.grants
-        await anyio.to_thread.run_sync(_make_writable, grants)
+        grants = await anyio.to_thread.run_sync(_prepare, grants)
         return sandbox.wrap(command, env, cwd, self.limits, grants)
 
 
-def _make_writable(grants: Grants) -> None:
-    """Create the writable directories (a bind mount needs its source)."""
+def _prepare(grants: Grants) -> Grants:
+    """Create the writable directories (a bind mount needs its source) and drop readable ones missing now.
+
+    Checked at launch, not when the grants were made: a catalog environment built on first start exists only then.
+    """
     for path in grants.writable:
         Path(path).mkdir(parents=True, exist_ok=True)
+    return Grants(writable=grants.writable, readable=tuple(p for p in grants.readable if Path(p).exists()))
 
 
 def _with_command_dir(grants: Grants, command: str) -> Grants:

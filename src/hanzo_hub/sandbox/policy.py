@@ -41,8 +41,6 @@ URL_FORMATS = frozenset({"uri", "url", "iri", "uri-reference"})
 
 BUILTIN_CATEGORIES: dict[str, ToolPolicySpec] = {
     "default": ToolPolicySpec(
-        path_args=(),
-        url_args=(),
         writable=False,
         allow_hosts=(),
         deny_hosts=(),
@@ -62,8 +60,10 @@ BUILTIN_CATEGORIES: dict[str, ToolPolicySpec] = {
 class ToolPolicy:
     """The effective policy of one tool, after merging (see the module docstring)."""
 
-    path_args: tuple[str, ...]
-    url_args: tuple[str, ...]
+    path_args: tuple[str, ...] | None
+    """Declared path arguments (exactly these), or ``None``: detected from the tool's input schema."""
+    url_args: tuple[str, ...] | None
+    """Declared URL arguments (exactly these), or ``None``: detected from the tool's input schema."""
     writable: bool
     allow_hosts: tuple[str, ...]
     deny_hosts: tuple[str, ...]
@@ -207,7 +207,13 @@ def _strings(value: Any) -> Iterator[str]:
 
 
 def _declared_args(schema: Mapping[str, Any] | None, policy: ToolPolicy) -> tuple[set[str], set[str]]:
-    paths, urls = set(policy.path_args), set(policy.url_args)
+    """The path and URL arguments: as declared when a layer declares them, else detected by name and format.
+
+    A declaration replaces detection, so a manifest can say that a ``notebook_path`` names a file on a remote
+    Jupyter server, or that ``paths`` are relative to the ``path`` repository, not local paths to confine.
+    """
+    paths: set[str] = set()
+    urls: set[str] = set()
     properties = (schema or {}).get("properties") or {}
     for name, prop in properties.items() if isinstance(properties, dict) else ():
         prop = prop if isinstance(prop, dict) else {}
@@ -221,6 +227,10 @@ def _declared_args(schema: Mapping[str, Any] | None, policy: ToolPolicy) -> tupl
             or lowered.endswith(PATH_SUFFIXES)
         ):
             paths.add(name)
+    if policy.path_args is not None:
+        paths = set(policy.path_args)
+    if policy.url_args is not None:
+        urls = set(policy.url_args)
     return paths, urls
 
 
@@ -390,8 +400,26 @@ class PolicyEngine:
             return "turn_budget", f"at most {self.settings.calls_per_turn} tool calls per turn"
         if session_budget and self._sessions.get(session, 0) >= self.settings.calls_per_session:
             return "session_budget", f"at most {self.settings.calls_per_session} tool calls per session"
+        refused = await self._check_arguments(user, arguments, schema, policy, project)
+        if refused is not None:
+            return refused
+        if policy.rate_per_minute is not None:
+            wait = self._bucket(user, server, tool, policy).retry_after()
+            if wait > 0:
+                return "rate", f"rate limit of {policy.rate_per_minute:g} per minute; retry in {wait:.1f} s"
+        return None
+
+    async def _check_arguments(
+        self,
+        user: str,
+        arguments: Mapping[str, Any],
+        schema: Mapping[str, Any] | None,
+        policy: ToolPolicy,
+        project: Path | None,
+    ) -> tuple[str, str] | None:
+        """The path and URL checks; a ``file://`` URL names a local file and is confined like a path."""
         path_args, url_args = _declared_args(schema, policy)
-        roots = self.roots_for(user, project) if path_args & arguments.keys() else ()
+        roots = self.roots_for(user, project) if (path_args | url_args) & arguments.keys() else ()
         for name in sorted(path_args & arguments.keys()):
             for value in _strings(arguments[name]):
                 why = check_path(value, roots, roots[0] if roots else None)
@@ -399,13 +427,14 @@ class PolicyEngine:
                     return "path", f"argument '{name}' {why}"
         for name in sorted(url_args & arguments.keys()):
             for value in _strings(arguments[name]):
+                if value.startswith("file://"):
+                    why = check_path(value, roots, roots[0] if roots else None)
+                    if why is not None:
+                        return "path", f"argument '{name}' {why}"
+                    continue
                 why = await check_url(value, policy)
                 if why is not None:
                     return "url", f"argument '{name}': {why}"
-        if policy.rate_per_minute is not None:
-            wait = self._bucket(user, server, tool, policy).retry_after()
-            if wait > 0:
-                return "rate", f"rate limit of {policy.rate_per_minute:g} per minute; retry in {wait:.1f} s"
         return None
 
     def _bucket(self, user: str, server: str, tool: str, policy: ToolPolicy) -> TokenBucket:

@@ -15,14 +15,15 @@ import mcp_types as types
 from mcp import Client
 
 from hanzo_hub.catalog.envs import install, is_installed
-from hanzo_hub.catalog.loader import catalog_specs, load_catalog
-from hanzo_hub.config import HubSettings, StdioServerSpec
+from hanzo_hub.catalog.loader import load_catalog
+from hanzo_hub.config import HubSettings, SandboxSettings, ServerPolicySpec
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.server import build_server
 from tests.conftest import FAST_BACKENDS, REPO
 
 HOME = REPO / ".cache" / "catalog-home"
 """Where the live tests keep the servers' environments (stamped, so a rerun does not reinstall)."""
+SANDBOX = SandboxSettings(keyring_service=None)
 
 
 @dataclass(frozen=True)
@@ -68,28 +69,38 @@ async def run_live(
     extra_args: Sequence[str] = (),
     env: dict[str, str] | None = None,
     project: Path | None = None,
+    policy: dict[str, Any] | None = None,
     call_timeout: float = 30.0,
 ) -> Outcome:
-    """Install ``server``, start it through the hub, check its tools against the snapshot and make ``calls``.
+    """Install ``server``, enable it from the catalog as a user does, check its tools against the snapshot and make
+    ``calls``.
 
-    ``args`` replaces the manifest's launch arguments (after the first ``keep_args`` of them), ``extra_args`` are
-    appended, ``env`` is merged over
-    the manifest's environment (the test's service addresses).
+    The server runs in its manifest's sandbox (bubblewrap unless the manifest says otherwise) under its per-call
+    policy, with ``project`` (default ``tmp``) as the project root. The test's service addresses go in as a user's
+    ``catalog.overrides`` entry: ``args`` replaces the manifest's launch arguments (after the first ``keep_args`` of
+    them), ``extra_args`` are appended, ``env`` is merged over the manifest's environment. ``policy`` is the user's
+    ``sandbox.servers[server]`` entry (e.g. granting a browser the test's loopback site).
     """
     settings = HubSettings(home=HOME, catalog={"enabled": [server], "project": project or tmp})
     entry = load_catalog(settings).entries[server]
     await install(settings, entry)
     assert is_installed(settings, entry)
-    spec = catalog_specs(settings)[server]
-    assert isinstance(spec, StdioServerSpec)
-    update: dict[str, Any] = {"env": {**spec.env, **(env or {})}}
-    if args is not None or extra_args:
-        update["args"] = (*(spec.args if args is None else (*spec.args[:keep_args], *args)), *extra_args)
-    spec = spec.model_copy(update=update)
+    override: dict[str, Any] = {"env": {k: _literal(v) for k, v in (env or {}).items()}}
+    override["extra_args"] = [_literal(a) for a in extra_args]
+    if args is not None:
+        override["args"] = [*entry.meta.launch.args[:keep_args], *(_literal(a) for a in args)]
     backends = {**FAST_BACKENDS, "connect_timeout": entry.meta.launch.startup_timeout_seconds}
     backends["call_timeout"] = call_timeout
-    hub_settings = HubSettings(home=tmp / "hub", servers={server: spec}, backends=backends)
+    catalog = {"enabled": [server], "project": project or tmp, "overrides": {server: override}}
+    sandbox = SANDBOX.model_copy(
+        update={"servers": {server: ServerPolicySpec.model_validate(policy)}} if policy else {}
+    )
+    hub_settings = HubSettings(home=HOME, catalog=catalog, backends=backends, sandbox=sandbox)
+    assert server not in hub_settings.servers, "a live test must not hand-configure its server"
     async with Hub.open(hub_settings) as hub, Client(build_server(hub)) as client:
+        launch = hub.launches.get(server)
+        assert launch is not None, f"{server} is not launched through the sandbox layer"
+        assert launch.kind == (entry.meta.sandbox.backend or hub_settings.sandbox.backend)
         outcome = Outcome(tools=list((await client.list_tools()).tools))
         for call in calls:
             outcome.results.append(await client.call_tool(call.tool, call.arguments))
@@ -105,6 +116,11 @@ async def run_live(
         assert result.is_error is call.error, f"{call.tool}: {dumped[:2000]}"
         assert call.expect in dumped, f"{call.tool}: {call.expect!r} not in {dumped[:2000]}"
     return outcome
+
+
+def _literal(value: str) -> str:
+    """``value`` as a launch template that fills to itself (braces doubled)."""
+    return value.replace("{", "{{").replace("}", "}}")
 
 
 def text(result: types.CallToolResult) -> str:

@@ -11,7 +11,7 @@ import anyio.to_thread
 import pytest
 
 from tests.catalog.live import services
-from tests.catalog.live.helpers import Call, run_live, text
+from tests.catalog.live.helpers import HOME, Call, run_live, text
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -22,6 +22,19 @@ ACCOUNT = "123456789012"  # moto's default account
 def aws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[services.Aws]:
     with services.moto(tmp_path_factory.mktemp("moto")) as server:
         yield server
+
+
+def launch_env(aws: services.Aws) -> dict[str, str]:
+    """The moto address for a catalog launch; the AWS files go where the manifests read them (``{home}/data/aws``).
+
+    The sandbox shows the server only its granted folders, so the test's own config files elsewhere stay invisible.
+    """
+    files = HOME / "data" / "aws"
+    files.mkdir(parents=True, exist_ok=True)
+    moved = {"config": "AWS_CONFIG_FILE", "credentials": "AWS_SHARED_CREDENTIALS_FILE"}
+    for name, var in moved.items():
+        (files / name).write_text(Path(aws.env[var]).read_text(encoding="utf-8"), encoding="utf-8")
+    return {k: v for k, v in aws.env.items() if k not in moved.values()}
 
 
 async def test_iam_groups_roles_and_policies(tmp_path: Path, aws: services.Aws) -> None:
@@ -49,7 +62,12 @@ async def test_iam_groups_roles_and_policies(tmp_path: Path, aws: services.Aws) 
         Call("get_group", {"group_name": "catalog-devs"}, f"arn:aws:iam::{ACCOUNT}:group/catalog-devs"),
     ]
     outcome = await run_live(
-        "aws-iam", tmp_path, calls, extra_args=["--allow-write", "--no-confirmation"], env=aws.env, call_timeout=60
+        "aws-iam",
+        tmp_path,
+        calls,
+        extra_args=["--allow-write", "--no-confirmation"],
+        env=launch_env(aws),
+        call_timeout=60,
     )
     names = {t.name for t in outcome.tools}
     assert not names & {"list_users", "get_user", "create_user"}  # hidden: they require the SDK's ctx argument
@@ -68,7 +86,7 @@ async def test_sns_sqs_topics_queues_and_messages(tmp_path: Path, aws: services.
         Call("receive_message", {"QueueUrl": queue, "MaxNumberOfMessages": 1}, "job-42"),
         Call("get_queue_attributes", {"QueueUrl": queue, "AttributeNames": ["All"]}, "QueueArn"),
     ]
-    outcome = await run_live("aws-sns-sqs", tmp_path, calls, env=aws.env, call_timeout=60)
+    outcome = await run_live("aws-sns-sqs", tmp_path, calls, env=launch_env(aws), call_timeout=60)
     assert "job-42" in text(outcome.results[6])
 
 
@@ -105,7 +123,7 @@ async def test_cloudwatch_logs_metrics_and_alarms(tmp_path: Path, aws: services.
         Call("execute_log_insights_query", query, "queryId"),
         Call("recommend_indexes_account", {}, "total_log_groups_analyzed"),
     ]
-    outcome = await run_live("aws-cloudwatch", tmp_path, calls, env=aws.env, call_timeout=60)
+    outcome = await run_live("aws-cloudwatch", tmp_path, calls, env=launch_env(aws), call_timeout=60)
     names = {t.name for t in outcome.tools}
     assert not any(name.startswith(("execute_promql", "get_promql")) for name in names)  # hidden: no local PromQL
     assert "get_alarm_history" not in names  # hidden: moto lacks DescribeAlarmHistory

@@ -35,7 +35,9 @@ async def test_desktop_commander_files_and_processes(tmp_path: Path) -> None:
         Call("write_file", {"path": str(work / "new.txt"), "content": "written by the hub"}, "new.txt"),
         Call("list_directory", {"path": str(work)}, "new.txt"),
         Call("get_file_info", {"path": str(work / "notes.txt")}, "size"),
-        Call("edit_block", {"file_path": str(work / "notes.txt"), "old_string": "beta", "new_string": "gamma"}, "1"),
+        Call(
+            "edit_block", {"file_path": str(work / "notes.txt"), "old_string": "beta", "new_string": "gamma"}, "gamma"
+        ),
         Call("start_process", {"command": "echo dc-$((6 * 7))", "timeout_ms": 10000}, "dc-42"),
     ]
     outcome = await run_live("desktop-commander", tmp_path, calls)
@@ -69,6 +71,12 @@ async def test_cyanheads_git_status_commit_log_and_push(tmp_path: Path) -> None:
         Call("git_log", {"path": str(repo), "maxCount": 5}, "add the feature"),
         Call("git_push", {"path": str(repo), "remote": "origin", "branch": "main"}, "origin"),
     ]
-    identity = {"GIT_AUTHOR_NAME": "Catalog Test", "GIT_AUTHOR_EMAIL": "catalog@example.com"}
+    # The sandbox hides the host's ~/.gitconfig: the identity comes from the launch environment.
+    identity = {
+        "GIT_AUTHOR_NAME": "Catalog Test",
+        "GIT_AUTHOR_EMAIL": "catalog@example.com",
+        "GIT_COMMITTER_NAME": "Catalog Test",
+        "GIT_COMMITTER_EMAIL": "catalog@example.com",
+    }
     await run_live("git-cyanheads", tmp_path, calls, env=identity)
     assert "add the feature" in _log(remote)  # pushed to the bare remote

@@ -14,6 +14,9 @@ from tests.catalog.live.helpers import Call, run_live
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
+LOCAL_SITE = {"defaults": {"allow_private_network": True}}
+"""The test's site is on loopback, which the per-call policy refuses a browser unless the user allows it."""
+
 FORM = b"""<!doctype html><html><head><title>Catalog form</title></head><body>
 <h1>Greeter</h1>
 <label for="name">Name</label><input id="name" type="text">
@@ -60,7 +63,7 @@ async def test_playwright_fills_a_form_and_reads_the_page(tmp_path: Path, site: 
         Call("browser_tabs", {"action": "list"}, "Catalog form"),
         Call("browser_close", {}, ""),
     ]
-    await run_live("playwright", tmp_path, calls, call_timeout=60)
+    await run_live("playwright", tmp_path, calls, policy=LOCAL_SITE, call_timeout=60)
 
 
 async def test_chrome_devtools_inspects_and_drives_a_page(tmp_path: Path, site: str) -> None:
@@ -81,4 +84,4 @@ async def test_chrome_devtools_inspects_and_drives_a_page(tmp_path: Path, site: 
         Call("list_pages", {}, "Catalog form"),
         Call("close_page", {"pageId": page}, ""),
     ]
-    await run_live("chrome-devtools", tmp_path, calls, call_timeout=60)
+    await run_live("chrome-devtools", tmp_path, calls, policy=LOCAL_SITE, call_timeout=60)
