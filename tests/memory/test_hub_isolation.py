@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx2
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
 from hanzo_hub.hub.memory_mount import PROJECT_KEY
@@ -134,3 +134,36 @@ async def test_two_users_over_http_never_see_each_other(make_settings: MakeSetti
         async with httpx2.AsyncClient(timeout=30) as http:  # no token: no memory at all
             response = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
         assert response.status_code == 401
+
+
+@pytest.mark.integration
+async def test_another_users_memory_id_reaches_nothing(make_settings: MakeSettings) -> None:
+    """Knowing the id of alice's memory gives bob no way to read, change or delete it."""
+    auth = {"tokens": [{"user": user, "sha256": token_digest(token)} for user, token in TOKENS.items()]}
+    settings = make_settings(SERVERS, memory=MEMORY, auth=auth)
+    async with serve_http_in_process(settings) as url:
+
+        def as_user(user: str) -> tuple[httpx2.AsyncClient, Client]:
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKENS[user]}"}, timeout=30)
+            return http, Client(streamable_http_client(url, http_client=http), mode="legacy")
+
+        http, alice = as_user("alice")
+        async with http, alice:
+            secret = await call(alice, "remember", {"content": "alice's door code is 4711"})
+            templates = (await alice.list_resource_templates()).resource_templates
+            (entry,) = [t.uri_template for t in templates if t.uri_template.endswith("{memory_id}")]
+            uri = entry.replace("{tier}", "project").replace("{memory_id}", secret["id"])
+            own = await alice.read_resource(uri)
+        http, bob = as_user("bob")
+        async with http, bob:
+            changed = await bob.call_tool("memory__update_memory", {"memory_id": secret["id"], "content": "pwned"})
+            forgotten = await call(bob, "forget", {"memory_id": secret["id"]})
+            with pytest.raises(MCPError):
+                await bob.read_resource(uri)
+        http, alice = as_user("alice")
+        async with http, alice:
+            still = await call(alice, "list_memories", {})
+    assert secret["id"] in str(own.contents[0])
+    assert changed.is_error
+    assert forgotten["forgotten"] == []
+    assert listed(still) == ["alice's door code is 4711"]
