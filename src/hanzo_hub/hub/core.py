@@ -14,7 +14,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
@@ -40,13 +40,13 @@ from hanzo_hub.errors import (
 )
 from hanzo_hub.hub.bridge import EraBridge, Parked
 from hanzo_hub.hub.guard import Guard
-from hanzo_hub.hub.identity import current_user
 from hanzo_hub.hub.install import install_before_start
 from hanzo_hub.hub.launch import load_secrets, secret_env, server_sandboxes
-from hanzo_hub.hub.memory_mount import MEMORY_SERVER, PROJECT_KEY, identity_meta
+from hanzo_hub.hub.memory_mount import MEMORY_SERVER
 from hanzo_hub.hub.memory_mount import build as build_memory
 from hanzo_hub.hub.naming import assign_aliases, expose_uri
 from hanzo_hub.hub.notify import ChangeNotifier
+from hanzo_hub.hub.project import Projects, identity_for
 from hanzo_hub.hub.registry import Registry, Target
 from hanzo_hub.hub.relay import Relay
 from hanzo_hub.hub.results import flag_text_errors
@@ -118,6 +118,7 @@ class Hub:
         self.snapshots = SnapshotStore(settings.snapshot_dir)
         self.notifier = ChangeNotifier()
         self.relay = Relay(self.notifier)
+        self.projects = Projects()
         self.bridge = EraBridge()
         self._hashes: dict[str, str] = {}
         self._stored: dict[str, Listing] = {}  # snapshots whose hash is computed only when a live list arrives
@@ -313,7 +314,7 @@ class Hub:
         """Forward an admitted call to its server (through the era bridge where the eras differ)."""
         meta = self.relay.downstream_meta(ctx)
         if target.server == MEMORY_SERVER:
-            meta = self._with_identity(meta, ctx)
+            meta = await identity_for(self.projects, self.settings.user, meta, ctx)
         if ctx is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             bridged = await self._bridged_call(target, arguments, ctx, params, meta, progress)
             if bridged is not None:
@@ -341,16 +342,6 @@ class Hub:
     def error_patterns(self, server: str) -> tuple[str, ...]:
         """The patterns whose text marks a result of ``server`` as a failure (``hub.results``)."""
         return self._servers[server].error_patterns
-
-    def _with_identity(
-        self, meta: types.RequestParamsMeta | None, ctx: ServerRequestContext[Any, Any] | None
-    ) -> types.RequestParamsMeta:
-        """Who is asking, for the hub's own memory server: always the hub's view, never the client's claim."""
-        requested = ((ctx.params or {}).get("_meta") or {}) if ctx is not None else {}
-        project = requested.get(PROJECT_KEY) if isinstance(requested.get(PROJECT_KEY), str) else None
-        session = str(id(ctx.session._connection)) if ctx is not None else "default"
-        identity = identity_meta(current_user(self.settings.user), project, session)
-        return cast(types.RequestParamsMeta, {**(meta or {}), **identity})
 
     async def _bridged_call(
         self,
@@ -499,6 +490,9 @@ class Hub:
             MCPError: the downstream server answered with a protocol error.
         """
         target = await self._resolve(self.registry.resolve_uri, uri)
+        meta = None
+        if target.server == MEMORY_SERVER:  # the memory server scopes reads by who is asking, like its calls
+            meta = await identity_for(self.projects, self.settings.user, None, ctx)
 
         async def run(client: Client, raw: bool) -> types.ReadResourceResult | types.InputRequiredResult:
             if raw:
@@ -506,9 +500,10 @@ class Hub:
                     target.original,
                     input_responses=params.input_responses if params else None,
                     request_state=params.request_state if params else None,
+                    meta=meta,
                     allow_input_required=True,
                 )
-            return await client.read_resource(target.original)
+            return await client.read_resource(target.original, meta=meta)
 
         result = await self._forward(target.server, ctx, run)
         if not self.registry.prefixed or not isinstance(result, types.ReadResourceResult):

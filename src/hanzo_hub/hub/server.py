@@ -166,6 +166,10 @@ class _Handlers:
                     with contextlib.suppress(HubError, MCPError):
                         await self.hub.unsubscribe(uri, key)
 
+    async def roots_changed(self, ctx: Ctx, params: types.NotificationParams | None) -> None:
+        """``notifications/roots/list_changed``: the client's project is looked up again on its next memory call."""
+        self.hub.projects.forget(ctx.session._connection)
+
     def wrap(self, fn: Callable[[Ctx, Any], Awaitable[T]]) -> Callable[[Ctx, Any], Awaitable[T]]:
         async def wrapped(ctx: Ctx, params: Any) -> T:
             self.hub.notifier.track(ctx.session, ctx.protocol_version)
@@ -179,7 +183,7 @@ def build_server(hub: Hub) -> Server[Any]:
     """The hub's front server. Its lifespan is empty: whoever serves it holds ``Hub.open`` around it."""
     h = _Handlers(hub)
     w = h.wrap
-    with warnings.catch_warnings():  # logging/setLevel is deprecated in 2026-07-28; the hub serves both eras
+    with warnings.catch_warnings():  # setLevel, roots: deprecated in 2026-07-28; the hub serves both eras
         warnings.simplefilter("ignore", MCPDeprecationWarning)
         server = Server(
             SERVER_NAME,
@@ -198,6 +202,7 @@ def build_server(hub: Hub) -> Server[Any]:
             on_subscribe_resource=w(h.subscribe),
             on_unsubscribe_resource=w(h.unsubscribe),
             on_subscriptions_listen=h.listen,
+            on_roots_list_changed=h.roots_changed,
         )
     server.middleware.append(RawToolCalls(hub))
     return server

@@ -1,0 +1,112 @@
+"""Which project a memory call belongs to: the client's explicit claim, else its first MCP root, else the default.
+
+A handshake-era (2025-11-25) client that declared the ``roots`` capability is asked for ``roots/list`` once per
+connection; the answer is cached until the client sends ``notifications/roots/list_changed``. The project id is
+derived from the first root's URI (for ``file://`` roots the resolved path), so the same folder always maps to the
+same project. The wait is bounded (``ROOTS_TIMEOUT``): a client that never answers gets the default project, and is
+not asked again until it announces a change. Stateless-era (2026-07-28) clients cannot be asked (roots are
+deprecated there): their project comes only from ``_meta["dev.hanzo-hub/project"]``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import weakref
+from pathlib import Path
+from typing import Any, cast
+from urllib.parse import unquote, urlparse
+
+import anyio
+import mcp_types as types
+from mcp import MCPError
+from mcp.server.context import ServerRequestContext
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+from hanzo_hub.hub.identity import current_user
+from hanzo_hub.hub.memory_mount import PROJECT_KEY, identity_meta
+
+logger = logging.getLogger(__name__)
+
+ROOTS_TIMEOUT = 2.0
+"""Seconds a memory call waits for the client's ``roots/list`` answer before falling back to the default project."""
+
+_ROOTS = types.ClientCapabilities(roots=types.RootsCapability())
+
+
+def project_id(uri: str) -> str:
+    """A stable, readable project id for a root URI: ``<last path segment>-<12 hex digits of its hash>``.
+
+    ``file://`` roots are reduced to their resolved local path first, so ``file:///a/b/`` and ``file:///a/./b``
+    name the same project.
+    """
+    parsed = urlparse(uri)
+    key = str(Path(unquote(parsed.path) or "/").resolve()) if parsed.scheme == "file" else uri.rstrip("/")
+    name = re.sub(r"[^a-z0-9]+", "-", key.rstrip("/").rsplit("/", 1)[-1].lower()).strip("-")[:40] or "root"
+    return f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+
+
+class Projects:
+    """Per-connection cache of the project derived from each client's roots."""
+
+    def __init__(self, timeout: float = ROOTS_TIMEOUT) -> None:
+        self.timeout = timeout
+        self._cache: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictionary()
+
+    def forget(self, connection: Any) -> None:
+        """The client's roots changed: ask again on its next memory call."""
+        self._cache.pop(connection, None)
+
+    async def project_of(self, ctx: ServerRequestContext[Any, Any] | None) -> str | None:
+        """The project for the request being served; ``None`` means the default project."""
+        if ctx is None:
+            return None
+        requested = (ctx.params or {}).get("_meta") or {}
+        explicit = requested.get(PROJECT_KEY)
+        if isinstance(explicit, str) and explicit:
+            return explicit
+        if ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            return None
+        try:
+            if not ctx.session.check_client_capability(_ROOTS):
+                return None
+        except Exception:  # capability introspection must never fail a memory call
+            return None
+        connection = ctx.session._connection
+        if connection in self._cache:
+            return self._cache[connection]
+        project = await self._ask(ctx)
+        self._cache[connection] = project
+        return project
+
+    async def _ask(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
+        metadata = ServerMessageMetadata(related_request_id=ctx.request_id)
+        try:
+            with anyio.fail_after(self.timeout):
+                result = await ctx.session.send_request(
+                    types.ListRootsRequest(), types.ListRootsResult, metadata=metadata
+                )
+        except TimeoutError:
+            logger.info("the client did not answer roots/list within %.1f s; using the default project", self.timeout)
+            return None
+        except (MCPError, Exception) as exc:  # a client that cannot list roots just gets the default project
+            logger.info("the client's roots/list failed (%s); using the default project", exc)
+            return None
+        if not result.roots:
+            return None
+        return project_id(str(result.roots[0].uri))
+
+
+async def identity_for(
+    projects: Projects,
+    local_user: str,
+    meta: types.RequestParamsMeta | None,
+    ctx: ServerRequestContext[Any, Any] | None,
+) -> types.RequestParamsMeta:
+    """``meta`` plus who is asking, for the hub's own memory server: always the hub's view, never the client's."""
+    project = await projects.project_of(ctx)
+    session = str(id(ctx.session._connection)) if ctx is not None else "default"
+    identity = identity_meta(current_user(local_user), project, session)
+    return cast(types.RequestParamsMeta, {**(meta or {}), **identity})
