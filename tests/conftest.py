@@ -11,8 +11,10 @@ import json
 import os
 import socket
 import sys
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -247,3 +249,32 @@ async def fixture_tools() -> set[str]:
 def text_of(result: Any) -> str:
     """The concatenated text content of a tool result."""
     return "".join(getattr(block, "text", "") for block in result.content)
+
+
+# -- a static page on loopback ------------------------------------------------------------------------------------
+
+
+@contextmanager
+def static_page(body: bytes, path: str = "/page.html") -> Iterator[str]:
+    """Serve ``body`` as HTML for any GET from a thread of this process; yields the URL of ``path``."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}{path}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

@@ -12,7 +12,6 @@ import getpass
 import json
 import os
 import re
-import string
 import sys
 import tomllib
 from contextvars import ContextVar
@@ -24,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from hanzo_hub.errors import ConfigError
+from hanzo_hub.templates import check_launch_templates
 
 __all__ = [
     "AuthSettings",
@@ -307,27 +307,6 @@ class SandboxSettings(_Model):
     docker_image: str = "hanzo-sbx:2"
     docker_warm: int = Field(default=0, ge=0, description="Warm containers kept for run() (exec_run).")
     keyring_service: str | None = Field(default="hanzo-hub", description="None: never use the OS keyring.")
-
-
-LAUNCH_PLACEHOLDERS = frozenset({"env", "bin", "home", "project", "site", "python"})
-"""The placeholders of catalog launch templates (manifests and ``catalog.overrides``)."""
-
-
-def check_launch_templates(values: list[str]) -> None:
-    """Reject a template with bad ``{}`` syntax or an unknown placeholder (write ``{{``/``}}`` for literal braces).
-
-    Raises:
-        ValueError: naming the template and the placeholders allowed.
-    """
-    for value in values:
-        try:
-            names = {name for _, name, _, _ in string.Formatter().parse(value) if name is not None}
-        except ValueError as exc:
-            raise ValueError(f"bad template {value!r}: {exc}") from None
-        unknown = names - LAUNCH_PLACEHOLDERS
-        if unknown:
-            allowed = sorted(LAUNCH_PLACEHOLDERS)
-            raise ValueError(f"unknown placeholder {{{sorted(unknown)[0]}}} in {value!r}; use {allowed}")
 
 
 class CatalogOverrideSpec(_Model):

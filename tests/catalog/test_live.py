@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +20,7 @@ from hanzo_hub.catalog.models import META_KEY
 from hanzo_hub.config import HubSettings
 from hanzo_hub.errors import InstallFailed
 from tests.catalog.live.helpers import Call, run_live
-from tests.conftest import REPO
+from tests.conftest import REPO, static_page
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -32,25 +30,8 @@ PAGE = b"<html><head><title>Catalog page</title></head><body><h1>Hello catalog</
 
 @pytest.fixture(scope="module")
 def web_page() -> Iterator[str]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(PAGE)))
-            self.end_headers()
-            self.wfile.write(PAGE)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/page.html"
-    finally:
-        server.shutdown()
-        thread.join(5)
+    with static_page(PAGE, "/page.html") as url:
+        yield url
 
 
 def project(tmp: Path) -> Path:

@@ -6,10 +6,8 @@ Installed by ``scripts/install-test-servers`` (CI runs it); without it these tes
 from __future__ import annotations
 
 import subprocess
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +16,7 @@ from mcp import Client, StdioServerParameters
 
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.server import build_server
-from tests.conftest import REPO, MakeSettings
+from tests.conftest import REPO, MakeSettings, static_page
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("no_leaked_children")]
 
@@ -42,27 +40,8 @@ class Case:
 @pytest.fixture(scope="module")
 def web_page() -> Iterator[str]:
     """A page on 127.0.0.1 for the fetch server, from a thread of this process."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(PAGE)))
-            self.end_headers()
-            self.wfile.write(PAGE)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/page.html"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with static_page(PAGE, "/page.html") as url:
+        yield url
 
 
 @pytest.fixture

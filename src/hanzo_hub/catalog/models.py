@@ -16,14 +16,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import string
 from typing import Any, Literal
 
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from hanzo_hub.config import LAUNCH_PLACEHOLDERS, check_launch_templates
+from hanzo_hub.templates import check_launch_templates
 
 META_KEY = "dev.hanzo-hub/catalog"
 """Our namespace under ``_meta`` (reverse DNS of the project)."""
@@ -58,17 +57,7 @@ Category = Literal[
     "ai-ml",
     "system",
 ]
-PLACEHOLDERS = LAUNCH_PLACEHOLDERS
 ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,23}$"
-
-
-def template_fields(text: str) -> set[str]:
-    """The placeholder names used in a launch template (``{env}/bin/x`` → ``{"env"}``)."""
-    return {name for _, name, _, _ in string.Formatter().parse(text) if name is not None}
-
-
-def _check_templates(values: list[str]) -> None:
-    check_launch_templates(values)
 
 
 class _Model(BaseModel):
@@ -180,7 +169,7 @@ class Install(_Model):
         for command in value:
             if not command:
                 raise ValueError("a post-install command needs at least one word")
-            _check_templates(command)
+            check_launch_templates(command)
         return value
 
 
@@ -200,7 +189,7 @@ class Launch(_Model):
 
     @model_validator(mode="after")
     def _templates(self) -> Launch:
-        _check_templates(
+        check_launch_templates(
             [self.command, *self.args, *self.env.values(), *self.make_dirs, *([self.cwd] if self.cwd else [])]
         )
         return self

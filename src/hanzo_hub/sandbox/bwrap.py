@@ -80,9 +80,9 @@ class BwrapSandbox:
         for prefix in HOST_PYTHON_PREFIXES:
             if not prefix.startswith("/usr/"):
                 args += ["--ro-bind-try", prefix, prefix]
-        for path in grants.readable:  # "-try": a grant may not exist yet (an env that install-on-first-use builds)
+        for path in grants.readable:
             real = str(Path(path).resolve())
-            args += ["--ro-bind-try", real, real]
+            args += ["--ro-bind", real, real]
         for path in grants.writable:
             real = str(Path(path).resolve())
             args += ["--bind", real, real]

@@ -113,10 +113,7 @@ class DockerSandbox:
             if not prefix.startswith("/usr/"):
                 volumes[prefix] = {"bind": prefix, "mode": "ro"}
         for path in grants.readable:
-            resolved = Path(path).resolve()
-            if not resolved.exists():  # the engine would create it, as root (an env may not be built yet)
-                continue
-            real = str(resolved)
+            real = str(Path(path).resolve())
             volumes[real] = {"bind": real, "mode": "ro"}
         for path in grants.writable:
             real = str(Path(path).resolve())

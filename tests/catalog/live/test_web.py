@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.catalog.live.helpers import Call, run_live
+from tests.conftest import static_page
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -28,25 +26,8 @@ FORM = b"""<!doctype html><html><head><title>Catalog form</title></head><body>
 
 @pytest.fixture(scope="module")
 def site() -> Iterator[str]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(FORM)))
-            self.end_headers()
-            self.wfile.write(FORM)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/form.html"
-    finally:
-        server.shutdown()
-        thread.join(5)
+    with static_page(FORM, "/form.html") as url:
+        yield url
 
 
 async def test_playwright_fills_a_form_and_reads_the_page(tmp_path: Path, site: str) -> None:

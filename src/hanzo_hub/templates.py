@@ -1,0 +1,35 @@
+"""Launch templates of catalog servers (manifests and ``catalog.overrides``): their placeholders and their check."""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Iterable
+
+LAUNCH_PLACEHOLDERS = frozenset({"env", "bin", "home", "project", "site", "python"})
+"""The placeholders of catalog launch templates."""
+
+
+def template_fields(text: str) -> set[str]:
+    """The placeholder names used in a launch template (``{env}/bin/x`` -> ``{"env"}``).
+
+    Raises:
+        ValueError: bad ``{}`` syntax.
+    """
+    return {name for _, name, _, _ in string.Formatter().parse(text) if name is not None}
+
+
+def check_launch_templates(values: Iterable[str]) -> None:
+    """Reject a template with bad ``{}`` syntax or an unknown placeholder (write ``{{``/``}}`` for literal braces).
+
+    Raises:
+        ValueError: naming the template and the placeholders allowed.
+    """
+    for value in values:
+        try:
+            names = template_fields(value)
+        except ValueError as exc:
+            raise ValueError(f"bad template {value!r}: {exc}") from None
+        unknown = names - LAUNCH_PLACEHOLDERS
+        if unknown:
+            allowed = sorted(LAUNCH_PLACEHOLDERS)
+            raise ValueError(f"unknown placeholder {{{sorted(unknown)[0]}}} in {value!r}; use {allowed}")
