@@ -1,0 +1,58 @@
+"""Settings of hierarchical memory (section ``memory``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import ConfigDict, Field
+
+from hanzo_hub.config._base import _Model
+
+__all__ = ["MemorySettings", "MemoryTierSettings"]
+
+
+class MemoryTierSettings(_Model):
+    """Retrieval limits of one tier."""
+
+    k: int = Field(ge=0, description="Top-k fetched from this tier.")
+    threshold: float = Field(ge=-1.0, le=1.0, description="Minimum cosine similarity for a dense hit.")
+    weight: float = Field(default=0.0, description="Score bonus of this tier in the re-ranking.")
+
+
+class MemorySettings(_Model):
+    """Hierarchical memory: storage, retrieval, summarization and consolidation thresholds."""
+
+    enabled: bool = Field(default=False, description="Serve the memory tools (remember, recall...) as server 'memory'.")
+    path: Path | None = Field(default=None, description="Store folder; default: <home>/memory.")
+    store: Literal["chroma", "memory"] = Field(default="chroma", description="'memory' keeps nothing on disk.")
+    chroma_host: str | None = Field(default=None, description="Chroma server mode: host (default: embedded).")
+    chroma_port: int = Field(default=8000, gt=0)
+    embedder: Literal["sentence-transformers", "fake"] = "sentence-transformers"
+    session: MemoryTierSettings = Field(default_factory=lambda: MemoryTierSettings(k=20, threshold=0.3, weight=0.03))
+    project: MemoryTierSettings = Field(default_factory=lambda: MemoryTierSettings(k=10, threshold=0.5, weight=0.02))
+    global_: MemoryTierSettings = Field(
+        default_factory=lambda: MemoryTierSettings(k=5, threshold=0.6, weight=0.0), alias="global"
+    )
+    semantic_weight: float = 0.6
+    lexical_weight: float = 0.25
+    relevance_weight: float = 0.1
+    recency_weight: float = 0.05
+    recency_half_life_days: float = Field(default=30.0, gt=0)
+    lexical: bool = Field(default=True, description="Fuse BM25 with the dense scores.")
+    lexical_max_entries: int = Field(default=50_000, ge=0, description="Tiers larger than this use dense only.")
+    token_budget: int = Field(default=2000, ge=1, description="Recall results are cut to this many tokens.")
+    session_token_budget: int = Field(default=8000, ge=1)
+    summarize_at: float = Field(default=0.75, gt=0, le=1, description="Share of the session budget that triggers.")
+    summarize_share: float = Field(default=1 / 3, gt=0, le=1, description="Oldest share of the session summarized.")
+    duplicate_cosine: float = Field(default=0.95, gt=0, le=1)
+    promote_accesses: int = Field(default=3, ge=0, description="Session memories accessed more often are promoted.")
+    cluster_cosine: float = Field(default=0.8, gt=0, le=1)
+    cluster_min_size: int = Field(default=3, ge=2)
+    decay_after_days: float = Field(default=90.0, gt=0)
+    decay_factor: float = Field(default=0.9, gt=0, le=1)
+    delete_after_days: float = Field(default=365.0, gt=0)
+    consolidate_every: float = Field(default=3600.0, gt=0, description="Seconds between background runs.")
+    wal_checkpoint_bytes: int = Field(default=4 * 1024**2, gt=0)
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
