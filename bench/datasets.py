@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "tool-selection"
+HERE = Path(__file__).resolve().parent
+MANIFESTS = HERE.parent / "src" / "hanzo_hub" / "catalog" / "manifests"
+CATALOG_QUERIES = HERE / "queries" / "catalog.jsonl"
 
 
 @dataclass(frozen=True)
@@ -16,6 +20,7 @@ class Query:
 
     text: str
     gold: list[frozenset[str]]
+    split: str = "test"
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
@@ -77,3 +82,48 @@ def pooled_tools(root: Path = DATA) -> list[dict[str, Any]]:
     for tool in [*live_tools(root), *pp_tools(root)]:
         seen.setdefault(tool["tool_id"], tool)
     return list(seen.values())
+
+
+def catalog_tools(root: Path = MANIFESTS) -> list[dict[str, Any]]:
+    """The catalog's exposed tools (snapshot tools minus hidden overrides; fixture servers left out), 734 of them.
+
+    Ids are ``<catalog id>__<tool>``, the names the hub exposes (long catalog ids get a shorter alias in the hub).
+    """
+    out = []
+    for folder in sorted(p for p in root.iterdir() if (p / "server.json").exists()):
+        server = json.loads((folder / "server.json").read_text())
+        meta = server["_meta"]["dev.hanzo-hub/catalog"]
+        if meta.get("origin") == "fixture":
+            continue
+        hidden = {n for n, fix in meta.get("toolOverrides", {}).items() if fix.get("hidden")}
+        for tool in json.loads((folder / "tools.json").read_text())["tools"]:
+            if tool["name"] in hidden:
+                continue
+            out.append(
+                {
+                    "tool_id": f"{meta['id']}__{tool['name']}",
+                    "server": meta["id"],
+                    "name": tool["name"],
+                    "description": tool.get("description") or "",
+                    "inputSchema": tool.get("inputSchema") or {},
+                    "category": meta.get("category") or "",
+                    "server_description": server.get("description") or "",
+                }
+            )
+    return out
+
+
+def _split(text: str) -> str:
+    """A fixed half of the queries for tuning ("dev"), the other half held out ("test")."""
+    return "dev" if hashlib.sha1(text.encode()).digest()[0] % 2 == 0 else "test"
+
+
+def catalog_queries(path: Path = CATALOG_QUERIES, *, alternatives: bool = True) -> list[Query]:
+    """Our own catalog query set. Each ``gold`` id is one need; ``alternatives`` lists groups of tools that serve a
+    need equally well: a gold id that is in a group is satisfied by any member of that group."""
+    out = []
+    for row in _jsonl(path):
+        groups = [set(g) for g in row.get("alternatives", [])] if alternatives else []
+        gold = [frozenset(next((g for g in groups if tid in g), {tid})) for tid in row["gold"]]
+        out.append(Query(row["query"], gold, _split(row["query"])))
+    return out

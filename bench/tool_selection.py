@@ -26,6 +26,7 @@ from hanzo_hub.selection.budget import default_counter, definition_tokens, fit_b
 from hanzo_hub.selection.dense import DenseIndex
 from hanzo_hub.selection.hybrid import FusionParams, HybridRetriever
 from hanzo_hub.selection.lexical import BM25Index
+from hanzo_hub.selection.pipeline import DEFAULT_FUSION, DEFAULT_TEXT
 from hanzo_hub.selection.query import subqueries
 from hanzo_hub.selection.text import TextOptions, tool_id, tool_text
 from hanzo_hub.vectors.st_embedder import SentenceTransformerEmbedder
@@ -36,13 +37,23 @@ CACHE = HERE / ".cache" / "embeddings.pkl"
 
 BASELINE_TEXT = TextOptions(server=False, category=False)
 TUNED_TEXT = TextOptions()
+NO_DECOMP = FusionParams(decompose=False)
 METHODS: dict[str, tuple[TextOptions, FusionParams]] = {
     "bm25": (TUNED_TEXT, FusionParams(dense_weight=0, decompose=False)),
     "dense": (TUNED_TEXT, FusionParams(lexical_weight=0, decompose=False)),
-    "hybrid-baseline (RRF60, name+desc+params)": (BASELINE_TEXT, FusionParams(decompose=False)),
-    "hybrid": (TUNED_TEXT, FusionParams()),
+    "hybrid-baseline (RRF60, name+desc+params)": (BASELINE_TEXT, NO_DECOMP),
+    "hybrid +server/category text": (TUNED_TEXT, NO_DECOMP),
+    "hybrid +server text +server-desc": (TextOptions(server_description=True), NO_DECOMP),
+    "hybrid +name x2": (TextOptions(name_repeat=2), NO_DECOMP),
+    "hybrid RRF k=20": (TUNED_TEXT, FusionParams(rrf_k=20, decompose=False)),
+    "hybrid dense 1.5 / bm25 1": (TUNED_TEXT, FusionParams(dense_weight=1.5, decompose=False)),
+    "hybrid +subqueries (fused 0.5)": (TUNED_TEXT, FusionParams()),
+    "hybrid +subqueries round-robin": (TUNED_TEXT, FusionParams(interleave=True)),
+    "hybrid +subqueries round-robin +server": (TUNED_TEXT, FusionParams(interleave=True, server_weight=0.5)),
+    "hybrid +subqueries round-robin k=20": (TUNED_TEXT, FusionParams(interleave=True, rrf_k=20)),
+    "hybrid (shipped default)": (DEFAULT_TEXT, DEFAULT_FUSION),
 }
-PIPELINE_METHOD = "hybrid"
+PIPELINE_METHOD = "hybrid (shipped default)"
 
 
 class CachedEmbedder:
@@ -167,8 +178,19 @@ def latency(tools: list[dict[str, Any]], queries: list[str], embed: CachedEmbedd
     }
 
 
+def split_scores(ranked: list[list[str]], queries: list[ds.Query]) -> dict[str, float]:
+    """R@15 and All@15 on the tuning ("dev") and held-out ("test") halves."""
+    out: dict[str, float] = {}
+    for split in ("dev", "test"):
+        idx = [i for i, q in enumerate(queries) if q.split == split]
+        res = score([ranked[i] for i in idx], [queries[i] for i in idx])
+        out[f"{split} R@15"], out[f"{split} All@15"] = res["R@15"], res["All@15"]
+    return out
+
+
 def evaluate(embed: CachedEmbedder) -> dict[str, Any]:
     sets = {
+        "Our catalog (734 tools / 508 queries, alternatives accepted)": (ds.catalog_tools(), ds.catalog_queries()),
         "LiveMCPBench (527 tools / 94 tasks)": (ds.live_tools(), ds.live_queries()),
         "MCPToolBench++ vs pooled 571 (703, alternatives accepted)": (ds.pooled_tools(), ds.pp_queries()),
         "MCPToolBench++ vs pooled 571 (703, labelled tool only)": (
@@ -183,8 +205,10 @@ def evaluate(embed: CachedEmbedder) -> dict[str, Any]:
         for method, (opts, params) in METHODS.items():
             ranked = rank_all(build(tools, opts, params, embed), ids, queries, embed)
             per[method] = score(ranked, queries)
+            if set_name.startswith("Our catalog"):
+                per[method].update(split_scores(ranked, queries))
             if method == PIPELINE_METHOD:
-                per["pipeline (hybrid top-20 -> <=15 tools, 4K tokens)"] = pipeline(tools, ranked, queries)
+                per["pipeline (stage 1 top-20 -> <=15 tools, 4K tokens)"] = pipeline(tools, ranked, queries)
         results[set_name] = per
         print(set_name, json.dumps(per), flush=True)
     return results
@@ -199,9 +223,15 @@ def markdown(results: dict[str, Any], lat: list[dict[str, float]], config: dict[
             "| method | R@5 | R@10 | R@15 | R@20 | All@15 | All@20 | MRR |",
             "|---|---|---|---|---|---|---|---|",
         ]
+        split = any("dev R@15" in m for m in per.values())
+        if split:
+            lines[-2] += " dev R@15 | test R@15 | dev All@15 | test All@15 |"
+            lines[-1] += "---|---|---|---|"
         for method, m in per.items():
             if "R@5" in m:
                 cells = [m[k] for k in ("R@5", "R@10", "R@15", "R@20", "All@15", "All@20", "MRR")]
+                if split:
+                    cells += [m[k] for k in ("dev R@15", "test R@15", "dev All@15", "test All@15")]
                 lines.append(f"| {method} | " + " | ".join(str(c) for c in cells) + " |")
         for method, m in per.items():
             if "final_recall" in m:
@@ -220,10 +250,13 @@ def markdown(results: dict[str, Any], lat: list[dict[str, float]], config: dict[
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--latency-queries", type=int, default=60)
+    parser.add_argument("--no-latency", action="store_true", help="quality only; results are not written")
     args = parser.parse_args()
     embed = CachedEmbedder()
     try:
         results = evaluate(embed)
+        if args.no_latency:
+            return
         live, pool = ds.live_tools(), ds.pooled_tools()
         queries = [q.text for q in ds.live_queries()] + [q.text for q in ds.pp_queries()][::20]
         queries = queries[: args.latency_queries]

@@ -23,6 +23,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from hanzo_hub.config._base import _Model
+from hanzo_hub.config.exposure import ExposureSettings
 from hanzo_hub.config.llm import LlmSettings
 from hanzo_hub.config.memory import MemorySettings, MemoryTierSettings
 from hanzo_hub.errors import ConfigError
@@ -222,22 +223,6 @@ class BackendSettings(_Model):
     breaker_threshold: int = Field(default=5, ge=1, description="Consecutive failures that open the circuit.")
     breaker_cooldown: float = Field(default=60.0, gt=0)
     start_concurrency: int = Field(default=8, ge=1, description="Servers started at once during discovery.")
-
-
-class ExposureSettings(_Model):
-    """How downstream names appear to clients."""
-
-    prefix: bool | Literal["auto"] = Field(default="auto", description="'auto': no prefix with a single server.")
-    separator: Literal["__"] = "__"
-    mode: Literal["all", "search"] = Field(
-        default="all", description="'all': every tool in tools/list; 'search': find_tools + call_tool + core tools."
-    )
-    core_tools: tuple[str, ...] = Field(default=(), description="Exposed tool names always listed in search mode.")
-    embedder: Literal["sentence-transformers", "fake", "none"] = Field(
-        default="sentence-transformers", description="Dense half of tool search ('none': BM25 only)."
-    )
-    max_tools: int = Field(default=15, ge=1, le=50, description="Most tools one find_tools answer returns.")
-    token_budget: int = Field(default=4000, ge=200, description="Tokens the selected definitions may take.")
 
 
 NetworkMode = Literal["none", "loopback", "full"]

@@ -38,6 +38,7 @@ from hanzo_hub.errors import BackendError, ToolNotFound
 from hanzo_hub.hub.core import Hub, is_modern
 from hanzo_hub.hub.memory_mount import MEMORY_SERVER
 from hanzo_hub.hub.registry import Target
+from hanzo_hub.hub.search import needs_front
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +109,7 @@ class RawToolCalls:
 
     def __init__(self, hub: Hub) -> None:
         self._hub = hub
-        self._enabled = hub.settings.exposure.mode != "search"
+        self._enabled = not needs_front(hub.settings.exposure)
         self.fast_calls = 0
         """How many calls took the fast path (for tests and health)."""
         self._last_ctx: ServerRequestContext[Any, Any] | None = None

@@ -9,13 +9,22 @@ token budget. The chosen tools are then promoted into that client's ``tools/list
 from __future__ import annotations
 
 import logging
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import mcp_types as types
+from mcp import MCPDeprecationWarning
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from hanzo_hub.config import ExposureSettings
-from hanzo_hub.selection.pipeline import Selection, ToolSelector
+from hanzo_hub.config.exposure import ExposureMode
+from hanzo_hub.errors import CompletionError
+from hanzo_hub.llm.types import Caller, ChatMessage, ChatRequest, ChatResult, Completer, StreamEvent
+from hanzo_hub.selection.llm_filter import LlmFilter
+from hanzo_hub.selection.pipeline import Selection, Stage2Filter, ToolSelector
 from hanzo_hub.vectors import EMBEDDERS, load_impl
 from hanzo_hub.vectors.base import Embedder
 
@@ -54,11 +63,93 @@ META_TOOLS = (
 )
 
 
-class ToolSearch:
-    """Ranks the hub's exposed tools for a query; rebuilds its index when the tools change."""
+class UnknownProfile(ValueError):
+    """A client asked (by header or query parameter) for a profile that is not configured."""
 
-    def __init__(self, settings: ExposureSettings) -> None:
+
+@dataclass(frozen=True, slots=True)
+class ClientView:
+    """What one client gets: its exposure mode and the profile (if any) that limits its tools."""
+
+    mode: ExposureMode
+    profile: str | None
+    client: str | None
+
+
+def needs_front(settings: ExposureSettings) -> bool:
+    """Whether any client may see something other than every tool in 'all' mode (the fast path must step aside)."""
+    return settings.mode == "search" or bool(settings.profiles) or any(c.mode for c in settings.clients.values())
+
+
+def client_name(ctx: Any) -> str | None:
+    """The name the client gave in clientInfo: from ``initialize`` (handshake era) or the request's ``_meta``."""
+    if ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
+        info = ((ctx.params or {}).get("_meta") or {}).get(types.CLIENT_INFO_META_KEY)
+        return str(info["name"]) if isinstance(info, dict) and info.get("name") else None
+    params = getattr(ctx.session, "client_params", None)
+    return params.client_info.name if params is not None else None
+
+
+def _requested_profile(ctx: Any, header: str) -> str | None:
+    request = getattr(ctx, "request", None)
+    headers = getattr(request, "headers", None)
+    if headers is None:
+        return None
+    value = headers.get(header) or getattr(request, "query_params", {}).get("profile")
+    return str(value) if value else None
+
+
+class SamplingCompleter:
+    """A ``Completer`` that asks the client's own model through MCP sampling (handshake-era sessions only)."""
+
+    def __init__(self, session: Any) -> None:
+        self._session = session
+
+    @staticmethod
+    def available(ctx: Any) -> bool:
+        """Whether the client of ``ctx`` declared the sampling capability on a session that can send requests."""
+        if ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            return False
+        params = getattr(ctx.session, "client_params", None)
+        return params is not None and params.capabilities.sampling is not None
+
+    async def chat(self, request: ChatRequest, *, caller: Caller) -> ChatResult:
+        system = "\n".join(m.text() for m in request.messages if m.role == "system") or None
+        messages = [
+            types.SamplingMessage(role=m.role, content=types.TextContent(type="text", text=m.text()))
+            for m in request.messages
+            if m.role in ("user", "assistant")
+        ]
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                result = await self._session.create_message(
+                    messages, max_tokens=request.max_tokens, system_prompt=system, temperature=request.temperature
+                )
+        except Exception as exc:  # the client's error, a closed session: either way stage 2 is skipped
+            raise CompletionError(f"client sampling failed: {exc}") from exc
+        content = result.content
+        text = content.text if isinstance(content, types.TextContent) else ""
+        return ChatResult(
+            model=result.model or "client", provider="sampling", message=ChatMessage(role="assistant", content=text)
+        )
+
+    async def stream(self, request: ChatRequest, *, caller: Caller) -> Any:  # pragma: no cover - protocol filler
+        result = await self.chat(request, caller=caller)
+        yield StreamEvent(kind="text", text=result.message.text())
+        yield StreamEvent(kind="done", result=result)
+
+
+class ToolSearch:
+    """Ranks the hub's exposed tools for a query; rebuilds its index when the tools change.
+
+    ``completer`` is the routing layer's, when the hub has one: stage 2 of ``find_tools`` goes through it (or the
+    client's sampling, per ``exposure.llm_filter``). Profiles and per-client modes are resolved by ``view``.
+    """
+
+    def __init__(self, settings: ExposureSettings, completer: Completer | None = None) -> None:
         self._settings = settings
+        self._completer = completer
         self._embedder: Embedder | None = None
         self._indexed: tuple[types.Tool, ...] | None = None
         self._selector: ToolSelector | None = None
@@ -95,12 +186,66 @@ class ToolSearch:
                 self._indexed = tools
             return self._selector
 
-    async def find(self, query: str, tools: tuple[types.Tool, ...]) -> tuple[Selection, list[types.Tool]]:
-        """The selection for ``query`` and the chosen tools' definitions, best first."""
+    async def find(
+        self,
+        query: str,
+        tools: tuple[types.Tool, ...],
+        *,
+        profile: str | None = None,
+        ctx: Any = None,
+    ) -> tuple[Selection, list[types.Tool]]:
+        """The selection for ``query`` among the tools of ``profile`` and their definitions, best first.
+
+        One index covers every tool whatever the profile; a profile only filters the stage-1 ranking.
+        """
         selector = await self._index(tools)
-        selection = await selector.select(query)
+        allowed = self.allowed(profile) if profile else None
+        selection = await selector.select(query, stage2=self.stage2_for(ctx), allowed=allowed)
         by_name = {tool.name: tool for tool in tools}
         return selection, [by_name[c.id] for c in selection.tools if c.id in by_name]
+
+    def stage2_for(self, ctx: Any) -> Stage2Filter | None:
+        """The LLM filter for a ``find_tools`` call: the router's completer or the client's sampling, per settings."""
+        choice = self._settings.llm_filter
+        timeout = self._settings.llm_filter_timeout
+        if choice in ("router", "auto") and self._completer is not None:
+            return LlmFilter(self._completer, timeout=timeout)
+        if choice in ("sampling", "auto") and ctx is not None and SamplingCompleter.available(ctx):
+            return LlmFilter(SamplingCompleter(ctx.session), timeout=timeout)
+        return None
+
+    def view(self, ctx: Any) -> ClientView:
+        """The mode and profile of the client of ``ctx``: an HTTP header or query parameter picks the profile,
+        then ``exposure.clients[clientInfo.name]``, then the deployment's settings.
+
+        Raises:
+            UnknownProfile: the header or query parameter names a profile that is not configured.
+        """
+        settings = self._settings
+        name = client_name(ctx) if ctx is not None else None
+        per_client = settings.clients.get(name) if name else None
+        mode = (per_client.mode if per_client else None) or settings.mode
+        profile = (per_client.profile if per_client else None) or settings.profile
+        requested = _requested_profile(ctx, settings.profile_header) if ctx is not None else None
+        if requested is not None:
+            if requested not in settings.profiles:
+                raise UnknownProfile(f"unknown profile {requested!r}; configured: {sorted(settings.profiles)}")
+            profile = requested
+        return ClientView(mode, profile, name)
+
+    def allowed(self, profile: str | None) -> Callable[[str], bool]:
+        """Whether an exposed tool name belongs to ``profile`` (every name when there is none)."""
+        if profile is None:
+            return lambda name: True
+        spec = self._settings.profiles[profile]
+        servers = tuple(f"{server}__" for server in spec.servers)
+        names = set(spec.tools) | set(self._settings.core_tools)
+        return lambda name: name in names or name.startswith(servers)
+
+    def visible(self, tools: Sequence[types.Tool], view: ClientView) -> list[types.Tool]:
+        """The tools of the client's profile."""
+        keep = self.allowed(view.profile)
+        return [tool for tool in tools if keep(tool.name)]
 
     def listed(self, tools: tuple[types.Tool, ...], promoted: set[str] | dict[str, None]) -> list[types.Tool]:
         """What ``tools/list`` shows in search mode: the meta tools, core tools, then this client's promoted tools."""

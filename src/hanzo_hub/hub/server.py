@@ -28,7 +28,16 @@ from hanzo_hub import __version__
 from hanzo_hub.errors import BackendError, HubError, PromptNotFound, ResourceNotFound, ToolNotFound
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.fastcall import RawToolCalls
-from hanzo_hub.hub.search import CALL_TOOL, FIND_TOOLS, ToolSearch, promote, promoted_of, selection_result
+from hanzo_hub.hub.search import (
+    CALL_TOOL,
+    FIND_TOOLS,
+    ClientView,
+    ToolSearch,
+    UnknownProfile,
+    promote,
+    promoted_of,
+    selection_result,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -73,11 +82,18 @@ class _Handlers:
 
     def __init__(self, hub: Hub) -> None:
         self.hub = hub
-        self.search = ToolSearch(hub.settings.exposure) if hub.settings.exposure.mode == "search" else None
+        self.search = ToolSearch(hub.settings.exposure, getattr(hub, "completer", None))
+
+    def _view(self, ctx: Ctx) -> ClientView:
+        try:
+            return self.search.view(ctx)
+        except UnknownProfile as exc:
+            raise MCPError(types.INVALID_PARAMS, str(exc)) from exc
 
     async def list_tools(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        tools = await self.hub.list_tools()
-        if self.search is None:
+        view = self._view(ctx)
+        tools = self.search.visible(await self.hub.list_tools(), view)
+        if view.mode == "all":
             return types.ListToolsResult(tools=tools)
         promoted = promoted_of(ctx.session._connection, _stateless(ctx), self.search.shared_promoted)
         return types.ListToolsResult(tools=self.search.listed(tuple(tools), promoted))
@@ -88,22 +104,27 @@ class _Handlers:
         async def progress(progress: float, total: float | None, message: str | None) -> None:
             await ctx.session.report_progress(progress, total, message)  # a no-op unless the client asked for it
 
-        if self.search is not None and params.name == FIND_TOOLS:
-            return await self._find_tools(ctx, params)
-        if self.search is not None and params.name == CALL_TOOL:
+        view = self._view(ctx)
+        if view.mode == "search" and params.name == FIND_TOOLS:
+            return await self._find_tools(ctx, params, view)
+        if view.mode == "search" and params.name == CALL_TOOL:
             arguments = params.arguments or {}
-            inner = params.model_copy(
+            params = params.model_copy(
                 update={"name": str(arguments.get("name", "")), "arguments": arguments.get("arguments") or {}}
             )
-            return await self.hub.call_tool(inner.name, inner.arguments, progress, ctx=ctx, params=inner)
+        if not self.search.allowed(view.profile)(params.name):
+            refusal = f"tool {params.name!r} is not in profile {view.profile!r}"
+            return types.CallToolResult(content=[types.TextContent(type="text", text=refusal)], is_error=True)
         return await self.hub.call_tool(params.name, params.arguments, progress, ctx=ctx, params=params)
 
-    async def _find_tools(self, ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
-        assert self.search is not None
+    async def _find_tools(
+        self, ctx: Ctx, params: types.CallToolRequestParams, view: ClientView
+    ) -> types.CallToolResult:
         query = str((params.arguments or {}).get("query", "")).strip()
         if not query:
             raise MCPError(types.INVALID_PARAMS, "find_tools needs a non-empty 'query'")
-        selection, chosen = await self.search.find(query, tuple(await self.hub.list_tools()))
+        tools = tuple(await self.hub.list_tools())
+        selection, chosen = await self.search.find(query, tools, profile=view.profile, ctx=ctx)
         promoted = promoted_of(ctx.session._connection, _stateless(ctx), self.search.shared_promoted)
         if promote(promoted, {tool.name for tool in chosen}):
             # A client that cannot take the notification still gets the answer.

@@ -34,6 +34,8 @@ class FusionParams:
     server_tools: int = 3
     depth: int = 100
     decompose: bool = True
+    interleave: bool = False
+    """Round-robin the whole query's fused ranking with each sub-query's own, so every sub-need gets top slots."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +54,29 @@ def _rank_dense(row: Matrix, depth: int) -> Sequence[int]:
 
 def _rank_lexical(index: BM25Index, query: str, depth: int) -> Sequence[int]:
     return [doc for doc, _ in index.search(query, depth)]
+
+
+def _top(scores: Scores, k: int, *, positive: bool = False) -> list[int]:
+    depth = min(k, scores.shape[0])
+    if depth <= 0:
+        return []
+    top = np.argpartition(-scores, depth - 1)[:depth]
+    ranked = [int(i) for i in top[np.argsort(-scores[top], kind="stable")]]
+    return [i for i in ranked if scores[i] > 0] if positive else ranked
+
+
+def _round_robin(rankings: Sequence[Sequence[int]], k: int) -> list[int]:
+    """Take the best unseen item of each ranking in turn until ``k`` items (or the rankings run out)."""
+    out: dict[int, None] = {}
+    cursors = [0] * len(rankings)
+    while len(out) < k and any(c < len(r) for c, r in zip(cursors, rankings, strict=True)):
+        for j, ranking in enumerate(rankings):
+            while cursors[j] < len(ranking) and ranking[cursors[j]] in out:
+                cursors[j] += 1
+            if cursors[j] < len(ranking) and len(out) < k:
+                out[ranking[cursors[j]]] = None
+                cursors[j] += 1
+    return list(out)
 
 
 class HybridRetriever:
@@ -86,23 +111,32 @@ class HybridRetriever:
         """Return the top ``k`` tools for ``query``; ``query_vectors`` skips embedding (rows: query, sub-queries)."""
         p = self.params
         texts = [query, *(subqueries(query) if p.decompose else [])]
+        per_text = self._per_text(texts, query_vectors)
         weights = [1.0] + [p.subquery_weight] * (len(texts) - 1)
+        fused = np.zeros(len(self.servers), dtype=np.float64)
+        for scores, w in zip(per_text, weights, strict=True):
+            fused += w * scores
+        if p.server_weight > 0 and self._server_of is not None:
+            fused = fused + self._server_bonus(fused)
+        order = _top(fused, k)
+        if p.interleave and len(per_text) > 1:
+            order = _round_robin([order, *(_top(s, k, positive=True) for s in per_text[1:])], k)
+        return Ranked([int(i) for i in order], [float(fused[i]) for i in order])
+
+    def _per_text(self, texts: Sequence[str], query_vectors: Matrix | None) -> list[Scores]:
+        """For each text, its RRF scores over the dense and the lexical ranking."""
+        p = self.params
         n = len(self.servers)
-        fused = np.zeros(n, dtype=np.float64)
+        out = [np.zeros(n, dtype=np.float64) for _ in texts]
         if self.dense is not None and p.dense_weight > 0 and (self.embed is not None or query_vectors is not None):
             vectors = query_vectors if query_vectors is not None else self.embed(texts)  # type: ignore[misc]
             sims = self.dense.scores(vectors[: len(texts)])
-            for row, w in zip(sims, weights, strict=False):
-                self._fuse(fused, _rank_dense(row, p.depth), w * p.dense_weight)
+            for row, acc in zip(sims, out, strict=False):
+                self._fuse(acc, _rank_dense(row, p.depth), p.dense_weight)
         if self.lexical is not None and p.lexical_weight > 0:
-            for text, w in zip(texts, weights, strict=True):
-                self._fuse(fused, _rank_lexical(self.lexical, text, p.depth), w * p.lexical_weight)
-        if p.server_weight > 0 and self._server_of is not None:
-            fused = fused + self._server_bonus(fused)
-        depth = min(k, n)
-        top = np.argpartition(-fused, depth - 1)[:depth] if depth else np.array([], dtype=np.int64)
-        order = top[np.argsort(-fused[top], kind="stable")]
-        return Ranked([int(i) for i in order], [float(fused[i]) for i in order])
+            for text, acc in zip(texts, out, strict=True):
+                self._fuse(acc, _rank_lexical(self.lexical, text, p.depth), p.lexical_weight)
+        return out
 
     def _server_bonus(self, fused: Scores) -> Scores:
         p = self.params

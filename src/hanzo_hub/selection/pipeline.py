@@ -137,15 +137,29 @@ class ToolSelector:
         """The query and the sub-queries stage 1 searches."""
         return [query, *(subqueries(query) if self.retriever.params.decompose else [])]
 
-    def stage1(self, query: str, n: int | None = None, query_vectors: Matrix | None = None) -> list[Candidate]:
-        """Rank tools for ``query`` on the calling thread; ``query_vectors`` (from ``query_texts``) skips embedding."""
-        ranked = self.retriever.retrieve(query, n or self.top_n, query_vectors)
-        return [
+    def stage1(
+        self,
+        query: str,
+        n: int | None = None,
+        query_vectors: Matrix | None = None,
+        allowed: Callable[[str], bool] | None = None,
+    ) -> list[Candidate]:
+        """Rank tools for ``query`` on the calling thread; ``query_vectors`` (from ``query_texts``) skips embedding.
+
+        ``allowed`` (a profile) keeps only the tools it accepts: the whole index is ranked, then filtered.
+        """
+        n = n or self.top_n
+        ranked = self.retriever.retrieve(query, n if allowed is None else len(self.ids), query_vectors)
+        out = [
             Candidate(self.ids[i], score, self.tokens[i], self.tools[i])
             for i, score in zip(ranked.indices, ranked.scores, strict=True)
+            if allowed is None or allowed(self.ids[i])
         ]
+        return out[:n]
 
-    async def select(self, query: str, *, stage2: Stage2Filter | None = None) -> Selection:
+    async def select(
+        self, query: str, *, stage2: Stage2Filter | None = None, allowed: Callable[[str], bool] | None = None
+    ) -> Selection:
         """Select the tools for ``query``: stage 1, optional stage 2, core tools, then the count and token budget."""
         timings: dict[str, float] = {}
         start = time.perf_counter()
@@ -154,14 +168,11 @@ class ToolSelector:
             vectors = np.asarray(await self.embedder.embed(self.query_texts(query)), dtype=np.float32)
             timings["embed"] = (time.perf_counter() - start) * 1000
         search_start = time.perf_counter()
-        candidates = self.stage1(query, query_vectors=vectors) if vectors is not None else self._lexical_stage1(query)
+        candidates = self.stage1(query, query_vectors=vectors, allowed=allowed)
         timings["search"] = (time.perf_counter() - search_start) * 1000
         timings["stage1"] = (time.perf_counter() - start) * 1000
         ordered, status, note = await self._stage2(query, candidates, stage2, timings)
-        return self._finish(query, candidates, ordered, status, note, timings, start)
-
-    def _lexical_stage1(self, query: str) -> list[Candidate]:
-        return self.stage1(query, query_vectors=None)
+        return self._finish(query, candidates, ordered, status, note, timings, start, allowed)
 
     async def _stage2(
         self, query: str, candidates: list[Candidate], stage2: Stage2Filter | None, timings: dict[str, float]
@@ -172,17 +183,23 @@ class ToolSelector:
         try:
             chosen = await stage2(query, candidates)
         except HubError as exc:
-            logger.warning("stage-2 filter failed (%s); keeping stage-1 order", type(exc).__name__)
-            return candidates, "failed", f"LLM filter failed ({type(exc).__name__}); stage-1 order kept"
+            logger.warning("stage-2 filter failed (%s: %s); keeping stage-1 order", type(exc).__name__, exc)
+            return candidates, "failed", f"LLM filter failed ({type(exc).__name__}: {exc}); stage-1 order kept"
         finally:
             timings["stage2"] = (time.perf_counter() - start) * 1000
         by_id = {c.id: c for c in candidates}
         kept = [by_id[i] for i in dict.fromkeys(chosen) if i in by_id]  # only drop or reorder, never add
         return kept, "applied", f"LLM filter kept {len(kept)} of {len(candidates)}"
 
-    def apply_budget(self, ordered: Sequence[Candidate]) -> list[Candidate]:
+    def apply_budget(
+        self, ordered: Sequence[Candidate], allowed: Callable[[str], bool] | None = None
+    ) -> list[Candidate]:
         """Core tools first, then ``ordered``, cut to ``max_tools`` tools and ``token_budget`` tokens."""
-        core = [Candidate(self.ids[i], 0.0, self.tokens[i], self.tools[i], core=True) for i in self.core]
+        core = [
+            Candidate(self.ids[i], 0.0, self.tokens[i], self.tools[i], core=True)
+            for i in self.core
+            if allowed is None or allowed(self.ids[i])
+        ]
         core_ids = {c.id for c in core}
         merged = core + [c for c in ordered if c.id not in core_ids]
         fit = fit_budget(
@@ -202,8 +219,9 @@ class ToolSelector:
         note: str,
         timings: dict[str, float],
         start: float,
+        allowed: Callable[[str], bool] | None = None,
     ) -> Selection:
-        final = self.apply_budget(ordered)
+        final = self.apply_budget(ordered, allowed)
         timings["total"] = (time.perf_counter() - start) * 1000
         return Selection(
             query=query,

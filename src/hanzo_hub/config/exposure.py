@@ -1,0 +1,65 @@
+"""Settings of how tools are exposed to clients (section ``exposure``): mode, tool search, profiles, per client."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from hanzo_hub.config._base import _Model
+
+__all__ = ["ClientExposureSettings", "ExposureSettings", "ProfileSettings"]
+
+ExposureMode = Literal["all", "search"]
+
+
+class ProfileSettings(_Model):
+    """A pinned profile: a named set of servers and tools; a client on it sees and calls only these."""
+
+    servers: tuple[str, ...] = Field(default=(), description="Server names (aliases) whose every tool is in.")
+    tools: tuple[str, ...] = Field(default=(), description="Exposed tool names (``server__tool``) also in.")
+
+
+class ClientExposureSettings(_Model):
+    """What one client (by the name it gives in ``initialize``' clientInfo) gets instead of the deployment's."""
+
+    mode: ExposureMode | None = Field(default=None, description="Unset: the deployment's mode.")
+    profile: str | None = Field(default=None, description="Unset: the deployment's profile.")
+
+
+class ExposureSettings(_Model):
+    """How downstream names appear to clients, and which tools each client sees."""
+
+    prefix: bool | Literal["auto"] = Field(default="auto", description="'auto': no prefix with a single server.")
+    separator: Literal["__"] = "__"
+    mode: ExposureMode = Field(
+        default="all", description="'all': every tool in tools/list; 'search': find_tools + call_tool + core tools."
+    )
+    core_tools: tuple[str, ...] = Field(default=(), description="Exposed tool names always listed in search mode.")
+    embedder: Literal["sentence-transformers", "fake", "none"] = Field(
+        default="sentence-transformers", description="Dense half of tool search ('none': BM25 only)."
+    )
+    max_tools: int = Field(default=15, ge=1, le=50, description="Most tools one find_tools answer returns.")
+    token_budget: int = Field(default=4000, ge=200, description="Tokens the selected definitions may take.")
+    llm_filter: Literal["auto", "sampling", "router", "off"] = Field(
+        default="auto",
+        description="Stage 2 of find_tools: 'sampling' asks the client's own model, 'router' the hub's routing "
+        "layer, 'auto' the router when one is configured, else the client when it offers sampling; 'off' skips it.",
+    )
+    llm_filter_timeout: float = Field(default=20.0, gt=0, description="Seconds stage 2 may take before it is skipped.")
+    profiles: dict[str, ProfileSettings] = Field(default_factory=dict, description="Pinned profiles by name.")
+    profile: str | None = Field(default=None, description="The deployment's profile (unset: every tool).")
+    clients: dict[str, ClientExposureSettings] = Field(
+        default_factory=dict, description="Per-client mode and profile, keyed by clientInfo.name."
+    )
+    profile_header: str = Field(
+        default="x-hanzo-profile", description="HTTP header (or query parameter 'profile') that picks a profile."
+    )
+
+    @model_validator(mode="after")
+    def _known_profiles(self) -> ExposureSettings:
+        named = [self.profile, *(c.profile for c in self.clients.values())]
+        unknown = sorted({p for p in named if p is not None and p not in self.profiles})
+        if unknown:
+            raise ValueError(f"exposure: unknown profile(s) {unknown}; define them under exposure.profiles")
+        return self
