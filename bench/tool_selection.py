@@ -210,6 +210,7 @@ def evaluate(embed: CachedEmbedder) -> dict[str, Any]:
             if method == PIPELINE_METHOD:
                 per["pipeline (stage 1 top-20 -> <=15 tools, 4K tokens)"] = pipeline(tools, ranked, queries)
         results[set_name] = per
+        embed.save()  # a long run that dies later keeps the embeddings of the sets done so far
         print(set_name, json.dumps(per), flush=True)
     return results
 

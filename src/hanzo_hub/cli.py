@@ -60,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("query", help="the task, in plain words")
     search.add_argument("--json", action="store_true", help="machine-readable output")
     search.add_argument("--embedder", choices=["sentence-transformers", "fake", "none"], help="dense half of search")
+    search.add_argument("--profile", help="rank only the tools of this exposure profile")
 
     token = commands.add_parser("token", help="make a bearer token for the HTTP endpoint")
     token.add_argument("--user", required=True, help="the user id the token stands for")
@@ -189,9 +190,12 @@ def _cmd_tools(args: argparse.Namespace) -> int:
     if args.embedder:
         exposure = exposure.model_copy(update={"embedder": args.embedder})
     tools = tuple(Hub(settings).snapshot_tools())
+    if args.profile and args.profile not in exposure.profiles:
+        print(f"unknown profile {args.profile!r}; configured: {sorted(exposure.profiles)}", file=sys.stderr)
+        return 2
 
     async def run() -> tuple[Any, list[Any]]:
-        return await ToolSearch(exposure).find(args.query, tools)
+        return await ToolSearch(exposure).find(args.query, tools, profile=args.profile)
 
     selection, _chosen = anyio.run(run)
     rows = [(c.id, round(c.score, 4), c.tokens) for c in selection.tools]
@@ -202,6 +206,7 @@ def _cmd_tools(args: argparse.Namespace) -> int:
             "tokens": selection.tokens,
             "all_tools_tokens": selection.all_tokens,
             "llm_filter": selection.stage2,
+            "note": selection.stage2_note,
             "timings_ms": selection.timings_ms,
         }
         print(json.dumps(body, indent=2))

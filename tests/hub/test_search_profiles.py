@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -11,9 +12,11 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
+from hanzo_hub.config import ExposureSettings
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.search import ToolSearch, UnknownProfile
 from hanzo_hub.hub.server import build_server
+from hanzo_hub.selection.dense import SyncStats
 from tests.conftest import MakeSettings, inproc, text_of
 
 pytestmark = pytest.mark.anyio
@@ -132,3 +135,28 @@ async def test_requested_profile_header_is_resolved_and_checked(make_settings: M
     assert search.view(ctx({"x-hanzo-profile": "echo"}, {})).profile == "echo"
     assert search.view(ctx({}, {"profile": "math"})).profile == "math"
     assert search.view(ctx({}, {})).profile is None
+
+
+async def test_index_persists_and_updates_incrementally(tmp_path: Path) -> None:
+    """The tool vectors live in embedded Chroma keyed by content hash: a new hub process re-embeds nothing, a
+    changed tool is re-embedded alone, a removed one is deleted, and the ranking follows the change."""
+    settings = ExposureSettings(mode="search", embedder="fake")
+
+    def tool(name: str, description: str) -> types.Tool:
+        return types.Tool(name=name, description=description, input_schema={"type": "object"})
+
+    tools = (tool("a__add", "Add two integers."), tool("a__echo", "Echo the text."), tool("b__ping", "Ping a host."))
+    first = ToolSearch(settings, home=tmp_path)
+    await first.find("add numbers", tools)
+    assert first.sync_stats == SyncStats(embedded=3, reused=0, deleted=0)
+    await first.aclose()
+
+    again = ToolSearch(settings, home=tmp_path)
+    await again.find("add numbers", tools)
+    assert again.sync_stats == SyncStats(embedded=0, reused=3, deleted=0)
+    changed = (tool("a__add", "Add two integers."), tool("a__echo", "Convert a PDF into plain text."))
+    _, chosen = await again.find("convert a pdf to text", changed)
+    assert again.sync_stats == SyncStats(embedded=1, reused=1, deleted=1)
+    assert chosen[0].name == "a__echo"
+    await again.aclose()
+    assert (tmp_path / "tool-index").is_dir()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -39,6 +40,15 @@ class ExposureSettings(_Model):
     embedder: Literal["sentence-transformers", "fake", "none"] = Field(
         default="sentence-transformers", description="Dense half of tool search ('none': BM25 only)."
     )
+    model_path: Path | None = Field(
+        default=None, description="A local sentence-transformers model folder (default: the bundled MiniLM)."
+    )
+    index_store: Literal["chroma", "memory"] = Field(
+        default="chroma", description="Where tool vectors persist, keyed by content hash ('memory': not kept)."
+    )
+    index_path: Path | None = Field(default=None, description="Embedded Chroma folder; default <home>/tool-index.")
+    chroma_host: str | None = Field(default=None, description="Chroma server mode: host (default: embedded).")
+    chroma_port: int = Field(default=8000, gt=0)
     max_tools: int = Field(default=15, ge=1, le=50, description="Most tools one find_tools answer returns.")
     token_budget: int = Field(default=4000, ge=200, description="Tokens the selected definitions may take.")
     llm_filter: Literal["auto", "sampling", "router", "off"] = Field(

@@ -12,6 +12,7 @@ import logging
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -23,10 +24,11 @@ from hanzo_hub.config import ExposureSettings
 from hanzo_hub.config.exposure import ExposureMode
 from hanzo_hub.errors import CompletionError
 from hanzo_hub.llm.types import Caller, ChatMessage, ChatRequest, ChatResult, Completer, StreamEvent
+from hanzo_hub.selection.dense import SyncStats
 from hanzo_hub.selection.llm_filter import LlmFilter
 from hanzo_hub.selection.pipeline import Selection, Stage2Filter, ToolSelector
-from hanzo_hub.vectors import EMBEDDERS, load_impl
-from hanzo_hub.vectors.base import Embedder
+from hanzo_hub.vectors import EMBEDDERS, VECTOR_STORES, load_impl
+from hanzo_hub.vectors.base import Embedder, VectorStore
 
 logger = logging.getLogger(__name__)
 
@@ -147,9 +149,14 @@ class ToolSearch:
     client's sampling, per ``exposure.llm_filter``). Profiles and per-client modes are resolved by ``view``.
     """
 
-    def __init__(self, settings: ExposureSettings, completer: Completer | None = None) -> None:
+    def __init__(
+        self, settings: ExposureSettings, completer: Completer | None = None, *, home: Path | None = None
+    ) -> None:
         self._settings = settings
         self._completer = completer
+        self._home = home
+        self._store: VectorStore | None = None
+        self.sync_stats: SyncStats | None = None
         self._embedder: Embedder | None = None
         self._indexed: tuple[types.Tool, ...] | None = None
         self._selector: ToolSelector | None = None
@@ -160,8 +167,26 @@ class ToolSearch:
         if self._settings.embedder == "none":
             return None
         if self._embedder is None:
-            self._embedder = load_impl(EMBEDDERS, self._settings.embedder)()
+            cls = load_impl(EMBEDDERS, self._settings.embedder)
+            path = self._settings.model_path
+            self._embedder = cls(model_path=path) if path is not None and self._settings.embedder != "fake" else cls()
         return self._embedder
+
+    def _store_for_index(self) -> VectorStore | None:
+        """The persistent copy of the tool vectors (embedded Chroma under the home, or a Chroma server)."""
+        settings = self._settings
+        if self._store is None and settings.index_store == "chroma" and (self._home or settings.index_path):
+            path = settings.index_path or (self._home / "tool-index" if self._home else None)
+            self._store = load_impl(VECTOR_STORES, "chroma")(
+                path, "tools", host=settings.chroma_host, port=settings.chroma_port
+            )
+        return self._store
+
+    async def aclose(self) -> None:
+        """Close the vector store, if one was opened."""
+        if self._store is not None:
+            await self._store.aclose()
+            self._store = None
 
     async def _index(self, tools: tuple[types.Tool, ...]) -> ToolSelector:
         async with self._lock:
@@ -176,14 +201,17 @@ class ToolSearch:
                     }
                     for tool in tools
                 ]
+                embedder = self._embedder_for_search()
                 self._selector = await ToolSelector.build(
                     rows,
-                    embedder=self._embedder_for_search(),
+                    embedder=embedder,
+                    store=self._store_for_index() if embedder is not None else None,
                     core_tools=self._settings.core_tools,
                     max_tools=self._settings.max_tools,
                     token_budget=self._settings.token_budget,
                 )
                 self._indexed = tools
+                self.sync_stats = self._selector.sync_stats
             return self._selector
 
     async def find(

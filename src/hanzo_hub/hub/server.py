@@ -82,7 +82,8 @@ class _Handlers:
 
     def __init__(self, hub: Hub) -> None:
         self.hub = hub
-        self.search = ToolSearch(hub.settings.exposure, getattr(hub, "completer", None))
+        completer = getattr(hub, "completer", None)  # the routing layer's, once the hub has one
+        self.search = ToolSearch(hub.settings.exposure, completer, home=hub.settings.home)
 
     def _view(self, ctx: Ctx) -> ClientView:
         try:
