@@ -8,6 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
@@ -21,6 +22,7 @@ from tests.conftest import MakeSettings, inproc, text_of
 
 pytestmark = pytest.mark.anyio
 
+SEARCH_FAKE = {"mode": "search", "embedder": "fake"}
 PROFILES = {"math": {"servers": ["alpha"], "tools": ["beta__echo"]}, "echo": {"tools": ["beta__echo"]}}
 
 
@@ -160,3 +162,26 @@ async def test_index_persists_and_updates_incrementally(tmp_path: Path) -> None:
     assert chosen[0].name == "a__echo"
     await again.aclose()
     assert (tmp_path / "tool-index").is_dir()
+
+
+async def test_a_tool_list_change_reaches_the_search_index(make_settings: MakeSettings) -> None:
+    """A downstream adds a tool: the client hears list_changed, and the next find_tools ranks the new tool."""
+    settings = make_settings({"alpha": inproc("alpha"), "beta": inproc("beta")}, exposure=SEARCH_FAKE)
+    changed = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async with Hub.open(settings) as hub:
+        await hub.wait_discovered()
+        async with _client(hub, message_handler=on_message) as client:
+            before = await client.call_tool("find_tools", {"query": "added at run time"})
+            await client.call_tool("call_tool", {"name": "beta__grow", "arguments": {}})
+            with anyio.fail_after(5):
+                await changed.wait()
+            after = await client.call_tool("find_tools", {"query": "added at run time"})
+    assert before.structured_content is not None
+    assert after.structured_content is not None
+    assert "beta__extra" not in [t["name"] for t in before.structured_content["tools"]]
+    assert after.structured_content["tools"][0]["name"] == "beta__extra"
