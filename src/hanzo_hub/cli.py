@@ -183,19 +183,21 @@ def _cmd_snippet(args: argparse.Namespace) -> int:
 
 def _cmd_tools(args: argparse.Namespace) -> int:
     from hanzo_hub.hub.core import Hub
-    from hanzo_hub.hub.search import ToolSearch
+    from hanzo_hub.hub.search import ToolSearch, tool_describer
 
     settings = _settings(args)
     exposure = settings.exposure
     if args.embedder:
         exposure = exposure.model_copy(update={"embedder": args.embedder})
-    tools = tuple(Hub(settings).snapshot_tools())
+    hub = Hub(settings)
+    tools = tuple(hub.snapshot_tools())
     if args.profile and args.profile not in exposure.profiles:
         print(f"unknown profile {args.profile!r}; configured: {sorted(exposure.profiles)}", file=sys.stderr)
         return 2
 
     async def run() -> tuple[Any, list[Any]]:
-        return await ToolSearch(exposure).find(args.query, tools, profile=args.profile)
+        search = ToolSearch(exposure, home=settings.home, describe=tool_describer(hub))
+        return await search.find(args.query, tools, profile=args.profile)
 
     selection, _chosen = anyio.run(run)
     rows = [(c.id, round(c.score, 4), c.tokens) for c in selection.tools]

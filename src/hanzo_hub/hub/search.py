@@ -22,7 +22,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from hanzo_hub.config import ExposureSettings
 from hanzo_hub.config.exposure import ExposureMode
-from hanzo_hub.errors import CompletionError
+from hanzo_hub.errors import CompletionError, HubError
 from hanzo_hub.llm.types import Caller, ChatMessage, ChatRequest, ChatResult, Completer, StreamEvent
 from hanzo_hub.selection.dense import SyncStats
 from hanzo_hub.selection.llm_filter import LlmFilter
@@ -142,6 +142,30 @@ class SamplingCompleter:
         yield StreamEvent(kind="done", result=result)
 
 
+Describe = Callable[[str], tuple[str, str]]
+"""Exposed tool name -> (server name, catalog category); both '' when unknown."""
+
+
+def tool_describer(hub: Any) -> Describe:
+    """Server and catalog category of an exposed tool, for the tool's search text (the benchmark's text too)."""
+    try:
+        from hanzo_hub.catalog.loader import load_catalog
+
+        categories = {i: str(e.meta.category) for i, e in load_catalog(hub.settings).entries.items()}
+    except HubError as exc:
+        logger.warning("tool search: no catalog categories (%s)", exc)
+        categories = {}
+
+    def describe(name: str) -> tuple[str, str]:
+        try:
+            server = hub.registry.resolve_tool(name).server
+        except HubError:
+            return "", ""
+        return server, categories.get(server, "")
+
+    return describe
+
+
 class ToolSearch:
     """Ranks the hub's exposed tools for a query; rebuilds its index when the tools change.
 
@@ -150,9 +174,15 @@ class ToolSearch:
     """
 
     def __init__(
-        self, settings: ExposureSettings, completer: Completer | None = None, *, home: Path | None = None
+        self,
+        settings: ExposureSettings,
+        completer: Completer | None = None,
+        *,
+        home: Path | None = None,
+        describe: Describe | None = None,
     ) -> None:
         self._settings = settings
+        self._describe = describe
         self._completer = completer
         self._home = home
         self._store: VectorStore | None = None
@@ -191,16 +221,7 @@ class ToolSearch:
     async def _index(self, tools: tuple[types.Tool, ...]) -> ToolSelector:
         async with self._lock:
             if self._selector is None or self._indexed is not tools:
-                rows = [
-                    {
-                        "name": tool.name,
-                        "description": tool.description or "",
-                        "inputSchema": tool.input_schema,
-                        "server": tool.name.split("__", 1)[0] if "__" in tool.name else "",
-                        "tool_id": tool.name,
-                    }
-                    for tool in tools
-                ]
+                rows = [self._row(tool) for tool in tools]
                 embedder = self._embedder_for_search()
                 self._selector = await ToolSelector.build(
                     rows,
@@ -213,6 +234,18 @@ class ToolSearch:
                 self._indexed = tools
                 self.sync_stats = self._selector.sync_stats
             return self._selector
+
+    def _row(self, tool: types.Tool) -> dict[str, Any]:
+        prefix = tool.name.split("__", 1)[0] if "__" in tool.name else ""
+        server, category = self._describe(tool.name) if self._describe is not None else ("", "")
+        return {
+            "name": tool.name,
+            "description": tool.description or "",
+            "inputSchema": tool.input_schema,
+            "server": server or prefix,
+            "category": category,
+            "tool_id": tool.name,
+        }
 
     async def find(
         self,

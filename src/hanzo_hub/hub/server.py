@@ -37,6 +37,7 @@ from hanzo_hub.hub.search import (
     promote,
     promoted_of,
     selection_result,
+    tool_describer,
 )
 
 logger = logging.getLogger(__name__)
@@ -83,7 +84,7 @@ class _Handlers:
     def __init__(self, hub: Hub) -> None:
         self.hub = hub
         completer = getattr(hub, "completer", None)  # the routing layer's, once the hub has one
-        self.search = ToolSearch(hub.settings.exposure, completer, home=hub.settings.home)
+        self.search = ToolSearch(hub.settings.exposure, completer, home=hub.settings.home, describe=tool_describer(hub))
 
     def _view(self, ctx: Ctx) -> ClientView:
         try:
