@@ -18,7 +18,7 @@ from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.search import ToolSearch, UnknownProfile
 from hanzo_hub.hub.server import build_server
 from hanzo_hub.selection.dense import SyncStats
-from tests.conftest import MakeSettings, inproc, text_of
+from tests.conftest import MakeSettings, inproc, serve_http_in_process, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -185,3 +185,18 @@ async def test_a_tool_list_change_reaches_the_search_index(make_settings: MakeSe
     assert after.structured_content is not None
     assert "beta__extra" not in [t["name"] for t in before.structured_content["tools"]]
     assert after.structured_content["tools"][0]["name"] == "beta__extra"
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_profile_picked_over_http_by_query_parameter(make_settings: MakeSettings, mode: str) -> None:
+    """A real HTTP client picks a profile with ``?profile=``; without it the same hub shows every tool."""
+    settings = make_settings({"alpha": inproc("alpha"), "beta": inproc("beta")}, exposure={"profiles": PROFILES})
+    async with serve_http_in_process(settings) as url:
+        async with Client(f"{url}?profile=echo", mode=mode) as client:
+            pinned = [tool.name for tool in (await client.list_tools()).tools]
+            refused = await client.call_tool("alpha__add", {"a": 1, "b": 2})
+        async with Client(url, mode=mode) as client:
+            everything = {tool.name for tool in (await client.list_tools()).tools}
+    assert pinned == ["beta__echo"]
+    assert refused.is_error
+    assert {"alpha__add", "beta__echo"} <= everything
