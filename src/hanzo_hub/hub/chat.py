@@ -197,7 +197,8 @@ class ChatPipeline:
     async def _loop(
         self, turn: ChatTurn, caller: Caller, messages: list[ChatMessage], specs: tuple[ToolSpec, ...], max_tokens: int
     ) -> ChatOutcome:
-        model, calls, cost = turn.model, [], 0.0
+        model, cost = turn.model, 0.0
+        calls: list[dict[str, Any]] = []
         tokens_in = tokens_out = 0
         policy: Any = turn.policy
         while True:
@@ -222,4 +223,3 @@ class ChatPipeline:
                     text, failed = await self._call(call)
                     calls.append({"name": call.name, "arguments": call.arguments, "is_error": failed})
                 messages.append(ChatMessage(role="tool", content=text, tool_call_id=call.id))
-

@@ -13,10 +13,12 @@ Without a provider the tools still list and answer a clear error (``NO_PROVIDER`
 from __future__ import annotations
 
 import json
+from contextvars import ContextVar
 from typing import Annotated, Any, Literal
 
 import mcp_types as types
 from mcp.server import MCPServer
+from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
@@ -65,8 +67,20 @@ def chat_messages(items: list[dict[str, Any]] | None) -> tuple[ChatMessage, ...]
     return tuple(out)
 
 
-def _who(ctx: Context[Any, Any], local_user: str) -> Acting:
-    meta: dict[str, Any] = dict(ctx.request_context.meta or {})
+_request_meta: ContextVar[dict[str, Any] | None] = ContextVar("hanzo_hub_llm_request_meta", default=None)
+
+
+async def _remember_meta(ctx: ServerRequestContext[Any, Any], call_next: Any) -> Any:
+    """Middleware keeping the request's ``_meta`` at hand for handlers without a context (static resources)."""
+    token = _request_meta.set(dict((ctx.params or {}).get("_meta") or {}))
+    try:
+        return await call_next(ctx)
+    finally:
+        _request_meta.reset(token)
+
+
+def _who(ctx: Context[Any, Any] | None, local_user: str) -> Acting:
+    meta: dict[str, Any] = dict(ctx.request_context.meta or {}) if ctx is not None else _request_meta.get() or {}
     return Acting(
         user=str(meta.get(USER_KEY) or local_user),
         project=str(meta.get(PROJECT_KEY) or DEFAULT_PROJECT),
@@ -76,10 +90,18 @@ def _who(ctx: Context[Any, Any], local_user: str) -> Acting:
 
 def build_llm_server(hub: Any, runtime: LlmRuntime) -> MCPServer:
     """The ``llm`` server for ``hub`` (anything with ``call_tool``, ``list_tools``, ``registry``, ``settings``)."""
-    mcp: MCPServer = MCPServer(LLM_SERVER, instructions="Routed LLM completion: complete, chat, feedback.")
-    pipeline = ChatPipeline(hub, runtime, LLM_SERVER)
+    mcp: MCPServer = MCPServer(
+        LLM_SERVER, instructions="Routed LLM completion: complete, chat, feedback.", middleware=[_remember_meta]
+    )
     local_user: str = hub.settings.user
+    _register_complete(mcp, runtime, local_user)
+    _register_chat(mcp, runtime, ChatPipeline(hub, runtime, LLM_SERVER), local_user)
+    _register_feedback(mcp, runtime, local_user)
+    _register_resources(mcp, runtime, local_user)
+    return mcp
 
+
+def _register_complete(mcp: MCPServer, runtime: LlmRuntime, local_user: str) -> None:
     @mcp.tool(description="One LLM completion, routed to a model by cost and quality unless 'model' is given.")
     async def complete(
         ctx: Context[Any, Any],
@@ -114,6 +136,8 @@ def build_llm_server(hub: Any, runtime: LlmRuntime) -> MCPServer:
         text = types.TextContent(type="text", text=result.message.text())
         return types.CallToolResult(content=[text], structured_content=result_fields(result))
 
+
+def _register_chat(mcp: MCPServer, runtime: LlmRuntime, pipeline: ChatPipeline, local_user: str) -> None:
     @mcp.tool(
         description="Chat in one call: recalls your memories, picks tools from the hub, routes to a model, runs the "
         "tools it asks for (at most 25), answers, and remembers the exchange."
@@ -153,6 +177,8 @@ def build_llm_server(hub: Any, runtime: LlmRuntime) -> MCPServer:
             content=[types.TextContent(type="text", text=outcome.answer)], structured_content=structured
         )
 
+
+def _register_feedback(mcp: MCPServer, runtime: LlmRuntime, local_user: str) -> None:
     @mcp.tool(description="Rate an answer by its request_id: a number from 0 (bad) to 1 (good), or 'regenerated'.")
     async def feedback(
         request_id: str, rating: Annotated[float, Field(ge=0, le=1)] | Literal["regenerated"], ctx: Context[Any, Any]
@@ -168,6 +194,8 @@ def build_llm_server(hub: Any, runtime: LlmRuntime) -> MCPServer:
             structured_content={"request_id": request_id, "model": model, "quality": quality},
         )
 
+
+def _register_resources(mcp: MCPServer, runtime: LlmRuntime, local_user: str) -> None:
     @mcp.resource("llm://models", mime_type="application/json", description="Routable models and their prices.")
     async def models() -> str:
         configured = runtime.settings.llm.providers
@@ -179,7 +207,5 @@ def build_llm_server(hub: Any, runtime: LlmRuntime) -> MCPServer:
         return json.dumps({"models": rows}, sort_keys=True)
 
     @mcp.resource("llm://usage", mime_type="application/json", description="Your LLM spend by model, project, day.")
-    async def usage(ctx: Context[Any, Any]) -> str:
-        return json.dumps(await runtime.usage_of(_who(ctx, local_user).user), sort_keys=True)
-
-    return mcp
+    async def usage() -> str:
+        return json.dumps(await runtime.usage_of(_who(None, local_user).user), sort_keys=True)

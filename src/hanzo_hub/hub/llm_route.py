@@ -30,7 +30,7 @@ import numpy as np
 from hanzo_hub.config import HubSettings
 from hanzo_hub.errors import CompletionError, NoEligibleModel
 from hanzo_hub.llm.registry import TIER_ORDER, ModelRegistry, ModelSpec
-from hanzo_hub.llm.router import Policy, RouteDecision, RouteRequest, Router
+from hanzo_hub.llm.router import Policy, RouteDecision, Router, RouteRequest
 from hanzo_hub.llm.types import ChatRequest, ImagePart
 from hanzo_hub.vectors import EMBEDDERS, load_impl
 from hanzo_hub.vectors.base import Embedder

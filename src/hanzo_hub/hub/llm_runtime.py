@@ -7,6 +7,7 @@ one every entry point answers ``NO_PROVIDER`` instead of failing.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -56,7 +57,13 @@ class LlmRuntime:
             return
         from hanzo_hub.hub.llm_gateway import open_gateway
 
-        async with open_gateway(self.settings, self.planner.route) as (gateway, ledger):
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                gateway, ledger = await stack.enter_async_context(open_gateway(self.settings, self.planner.route))
+            except HubError as exc:  # a bad key or model entry leaves the hub up, without completion
+                logger.error("the LLM gateway could not start, completion is off: %s", exc)
+                yield self
+                return
             self.completer, self.ledger = gateway, ledger
             try:
                 yield self
@@ -100,7 +107,8 @@ class LlmRuntime:
                     result = event.result
                     self.planner.remember(result.request_id, decided.decision, caller.user)
                     if not result.reason and decided.reason:
-                        event = event.model_copy(update={"result": result.model_copy(update={"reason": decided.reason})})
+                        result = result.model_copy(update={"reason": decided.reason})
+                        event = event.model_copy(update={"result": result})
                 yield event
 
     async def usage_of(self, user: str) -> dict[str, Any]:

@@ -97,9 +97,7 @@ def to_create_message_result(
     result: ChatResult, *, with_tools: bool
 ) -> types.CreateMessageResult | types.CreateMessageResultWithTools:
     """The sampling answer for the gateway's result (tool calls only when the server offered tools)."""
-    stop = {"stop": "endTurn", "length": "maxTokens", "tool_calls": "toolUse", "error": "endTurn"}[
-        result.finish_reason
-    ]
+    stop = {"stop": "endTurn", "length": "maxTokens", "tool_calls": "toolUse", "error": "endTurn"}[result.finish_reason]
     meta = {"dev.hanzo-hub/llm": {"provider": result.provider, "cost_usd": result.cost_usd, "reason": result.reason}}
     text = types.TextContent(type="text", text=result.message.text())
     if not with_tools:
