@@ -148,7 +148,7 @@ async def test_chat_runs_catalog_tools_through_the_hub_and_remembers(
     settings = make_settings({"alpha": inproc("alpha")}, llm=llm_section(provider_server), memory=MEMORY, exposure=FAKE)
     async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
         first = await client.call_tool("llm__chat", {"message": "echo ping and add 2 and 3"})
-        second = await client.call_tool("llm__chat", {"message": "what did I ask you to echo?", "use_tools": False})
+        second = await client.call_tool("llm__chat", {"message": "echo ping and add 2 and 3", "use_tools": False})
     assert not first.is_error, _text(first)
     out = first.structured_content
     assert out is not None

@@ -5,7 +5,8 @@
 3. Keep the most recent history that fits the history share.
 4. Route and generate; every tool call the model makes goes through the hub's normal call path (policy guard,
    audit, sandbox) as the asking user, at most ``MAX_TOOL_CALLS`` per turn; then the model gives its final answer.
-5. Remember the exchange in the session tier (when memory is enabled).
+5. Remember the exchange in the project tier, tagged ``chat`` (when memory is enabled), so later turns recall it
+   whichever session they come from.
 
 The budget split of the model's context (``BUDGET``): system prompt and tool definitions 20 %, memory 30 %,
 history 40 %, answer 10 % (the answer share caps ``max_tokens``). The context is the chosen model's window, or,
@@ -152,7 +153,7 @@ class ChatPipeline:
         if not turn.use_memory or name is None or not answer:
             return False
         content = f"User: {turn.message}\nAssistant: {answer}"
-        result = await self.hub.call_tool(name, {"content": content, "tier": "session", "tags": ["chat"]})
+        result = await self.hub.call_tool(name, {"content": content, "tier": "project", "tags": ["chat"]})
         return isinstance(result, types.CallToolResult) and not result.is_error
 
     async def _call(self, call: ToolCall) -> tuple[str, bool]:
