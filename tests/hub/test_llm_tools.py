@@ -86,16 +86,19 @@ async def test_complete_fails_over_and_reports_a_failure_as_an_error_result(
         result = await client.call_tool("llm__complete", {"prompt": "hi"})
         bad = await client.call_tool("llm__complete", {"messages": [{"role": "robot", "content": "x"}]})
         empty = await client.call_tool("llm__complete", {})
-    assert result.is_error and "completion failed" in _text(result)
+    assert result.is_error
+    assert "completion failed" in _text(result)
     assert [b["model"] for b in _bodies(provider_server)] == ["small", "big"]
-    assert bad.is_error and empty.is_error
+    assert bad.is_error
+    assert empty.is_error
 
 
 async def test_explicit_model_is_used(make_settings: MakeSettings, provider_server: ProviderServer) -> None:
     settings = make_settings({"alpha": inproc("alpha")}, llm=llm_section(provider_server), memory=NO_MEMORY)
     async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
         result = await client.call_tool("llm__complete", {"prompt": "hi", "model": "big"})
-    assert result.structured_content is not None and result.structured_content["model"] == "big"
+    assert result.structured_content is not None
+    assert result.structured_content["model"] == "big"
     assert [b["model"] for b in _bodies(provider_server)] == ["big"]
 
 
@@ -114,8 +117,10 @@ async def test_feedback_rewards_the_routed_request_and_persists(
         bandit_steps = hub.llm.planner._router.bandit.steps  # type: ignore[union-attr]
     assert not rated.is_error, _text(rated)
     assert rated.structured_content == {"request_id": request_id, "model": "small", "quality": 0.75}
-    assert again.structured_content is not None and again.structured_content["quality"] == 0.0
-    assert unknown.is_error and out_of_range.is_error
+    assert again.structured_content is not None
+    assert again.structured_content["quality"] == 0.0
+    assert unknown.is_error
+    assert out_of_range.is_error
     assert bandit_steps == 2
     lines = (settings.home / "llm" / "feedback.jsonl").read_text().splitlines()
     assert [json.loads(line)["quality"] for line in lines] == [0.75, 0.0]
@@ -129,8 +134,10 @@ async def test_models_resource_lists_the_routable_models(
     async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
         listed = await _read(client, "llm://models")
     rows = {m["id"]: m for m in listed["models"]}
-    assert rows["small"]["routed"] and rows["small"]["configured"]
-    assert not rows["gpt-4o"]["configured"] and not rows["gpt-4o"]["routed"]
+    assert rows["small"]["routed"]
+    assert rows["small"]["configured"]
+    assert not rows["gpt-4o"]["configured"]
+    assert not rows["gpt-4o"]["routed"]
 
 
 # -- chat ---------------------------------------------------------------------------------------------------------
@@ -154,8 +161,10 @@ async def test_chat_runs_catalog_tools_through_the_hub_and_remembers(
     assert out is not None
     assert _text(first) == "echo said ping; 2+3=5"
     assert [(c["name"], c["is_error"]) for c in out["tool_calls"]] == [("alpha__echo", False), ("alpha__add", False)]
-    assert out["remembered"] is True and out["model"] == "small"
-    assert out["budget"]["context"] == 32000 and out["budget"]["memory"] == 9600
+    assert out["remembered"] is True
+    assert out["model"] == "small"
+    assert out["budget"]["context"] == 32000
+    assert out["budget"]["memory"] == 9600
     bodies = _bodies(provider_server)
     offered = {t["function"]["name"] for t in bodies[0]["tools"]}
     assert {"alpha__echo", "alpha__add"} <= offered
@@ -164,7 +173,8 @@ async def test_chat_runs_catalog_tools_through_the_hub_and_remembers(
     assert [(m["tool_call_id"], m["content"]) for m in tool_messages] == [("c1", "ping"), ("c2", "5")]
     assert bodies[1]["model"] == "small"
     # The second turn recalled the first exchange into the system prompt.
-    assert second.structured_content is not None and second.structured_content["memories_recalled"] >= 1
+    assert second.structured_content is not None
+    assert second.structured_content["memories_recalled"] >= 1
     assert "echo ping" in bodies[2]["messages"][0]["content"]
     assert "tools" not in bodies[2]
 
@@ -182,7 +192,9 @@ async def test_chat_tool_calls_pass_the_policy_guard(
     async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
         result = await client.call_tool("llm__chat", {"message": "echo x"})
     assert result.structured_content is not None
-    assert result.structured_content["tool_calls"] == [{"name": "alpha__echo", "arguments": {"text": "x"}, "is_error": True}]
+    assert result.structured_content["tool_calls"] == [
+        {"name": "alpha__echo", "arguments": {"text": "x"}, "is_error": True}
+    ]
     [tool_message] = [m for m in _bodies(provider_server)[1]["messages"] if m["role"] == "tool"]
     assert "policy denied" in tool_message["content"]
 

@@ -101,15 +101,24 @@ class LlmRuntime:
             CompletionError: as :meth:`chat` (before the first event, or from the stream).
         """
         completer = self._completer()
+        events = completer.stream(request, caller=caller).__aiter__()
+        # The route function runs while the first event is awaited; the context variable that collects its
+        # decision must not stay set across a yield (the consumer may resume this generator in another context).
         with self.planner.deciding() as decided:
-            async for event in completer.stream(request, caller=caller):
-                if event.kind == "done" and event.result is not None:
-                    result = event.result
-                    self.planner.remember(result.request_id, decided.decision, caller.user)
-                    if not result.reason and decided.reason:
-                        result = result.model_copy(update={"reason": decided.reason})
-                        event = event.model_copy(update={"result": result})
-                yield event
+            try:
+                first = await events.__anext__()
+            except StopAsyncIteration:
+                return
+        event: StreamEvent | None = first
+        while event is not None:
+            if event.kind == "done" and event.result is not None:
+                result = event.result
+                self.planner.remember(result.request_id, decided.decision, caller.user)
+                if not result.reason and decided.reason:
+                    result = result.model_copy(update={"reason": decided.reason})
+                    event = event.model_copy(update={"result": result})
+            yield event
+            event = await anext(events, None)
 
     async def usage_of(self, user: str) -> dict[str, Any]:
         """``user``'s spend by model, project and day (from the gateway's ledger)."""

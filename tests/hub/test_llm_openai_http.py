@@ -1,0 +1,90 @@
+"""``/v1/chat/completions`` on the hub's real HTTP app (uvicorn on loopback), with an httpx2 client: plain and
+streamed answers from the router, and the same bearer-token check as ``/mcp``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx2
+
+from hanzo_hub.transports.auth import token_digest
+from tests.conftest import MakeSettings, inproc, serve_http_in_process
+from tests.hub.llm_support import NO_MEMORY, llm_section
+from tests.llm.providers_server import Answer, ProviderServer, _provider_server_module, provider_server
+
+__all__ = ["_provider_server_module", "provider_server"]
+
+TOKEN = "hh-test-token-for-v1"
+BODY: dict[str, Any] = {"messages": [{"role": "user", "content": "say hi"}], "max_tokens": 20}
+
+
+def _base(mcp_url: str) -> str:
+    return mcp_url.rsplit("/", 1)[0]
+
+
+async def test_chat_completions_answers_with_the_router(
+    make_settings: MakeSettings, provider_server: ProviderServer
+) -> None:
+    provider_server.script("p", Answer("hi there", usage=(30, 4)))
+    settings = make_settings({"alpha": inproc("alpha")}, llm=llm_section(provider_server), memory=NO_MEMORY)
+    async with serve_http_in_process(settings) as url, httpx2.AsyncClient(timeout=10) as http:
+        response = await http.post(f"{_base(url)}/v1/chat/completions", json=BODY)
+        bad = await http.post(f"{_base(url)}/v1/chat/completions", json={"messages": []})
+    assert response.status_code == 200, response.text
+    data = response.json()
+    assert data["object"] == "chat.completion"
+    assert data["model"] == "small"
+    assert data["choices"][0]["message"]["content"] == "hi there"
+    assert data["usage"] == {"prompt_tokens": 30, "completion_tokens": 4, "total_tokens": 34}
+    assert "tier order" in data["hanzo"]["reason"]
+    assert bad.status_code == 400
+    assert bad.json()["error"]["code"] == "invalid_request"
+
+
+async def test_chat_completions_streams_server_sent_events(
+    make_settings: MakeSettings, provider_server: ProviderServer
+) -> None:
+    provider_server.script("p", Answer("streamed answer text", chunks=3))
+    settings = make_settings({"alpha": inproc("alpha")}, llm=llm_section(provider_server), memory=NO_MEMORY)
+    async with serve_http_in_process(settings) as url, httpx2.AsyncClient(timeout=10) as http:
+        async with http.stream("POST", f"{_base(url)}/v1/chat/completions", json={**BODY, "stream": True}) as resp:
+            assert resp.status_code == 200
+            assert resp.headers["content-type"].startswith("text/event-stream")
+            lines = [line async for line in resp.aiter_lines() if line.startswith("data: ")]
+    assert lines[-1] == "data: [DONE]"
+    chunks = [json.loads(line[len("data: ") :]) for line in lines[:-1]]
+    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks)
+    assert text == "streamed answer text"
+    assert len(chunks) >= 3
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+    assert chunks[-1]["model"] == "small"
+    assert provider_server.requests("p")[0].body["stream"] is True
+
+
+async def test_chat_completions_needs_a_token_when_auth_is_on(
+    make_settings: MakeSettings, provider_server: ProviderServer
+) -> None:
+    provider_server.script("p", Answer("for bob"))
+    auth = {"tokens": [{"user": "bob", "sha256": token_digest(TOKEN)}]}
+    settings = make_settings({"alpha": inproc("alpha")}, llm=llm_section(provider_server), memory=NO_MEMORY, auth=auth)
+    async with serve_http_in_process(settings) as url, httpx2.AsyncClient(timeout=10) as http:
+        endpoint = f"{_base(url)}/v1/chat/completions"
+        anonymous = await http.post(endpoint, json=BODY)
+        wrong = await http.post(endpoint, json=BODY, headers={"Authorization": "Bearer nope"})
+        ok = await http.post(endpoint, json=BODY, headers={"Authorization": f"Bearer {TOKEN}"})
+    assert anonymous.status_code == 401
+    assert wrong.status_code == 401
+    assert ok.status_code == 200, ok.text
+    assert ok.json()["choices"][0]["message"]["content"] == "for bob"
+    assert len(provider_server.requests("p")) == 1  # the refused requests never reached a provider
+    usage = (settings.home / "llm" / "usage.jsonl").read_text().splitlines()
+    assert [json.loads(line)["user"] for line in usage] == ["bob"]
+
+
+async def test_chat_completions_without_a_provider_is_503(make_settings: MakeSettings) -> None:
+    settings = make_settings({"alpha": inproc("alpha")})
+    async with serve_http_in_process(settings) as url, httpx2.AsyncClient(timeout=10) as http:
+        response = await http.post(f"{_base(url)}/v1/chat/completions", json=BODY)
+    assert response.status_code == 503
+    assert "no LLM provider configured" in response.json()["error"]["message"]
