@@ -130,10 +130,10 @@ class LlmRuntime:
 
     async def sample(
         self, server: str, params: types.CreateMessageRequestParams, user: str
-    ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
-        """Answer a downstream server's sampling request with the router, for ``user``."""
+    ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData | None:
+        """Answer a downstream server's sampling request with the router, for ``user`` (``None``: no provider)."""
         if self.completer is None:
-            return types.ErrorData(code=types.INVALID_REQUEST, message=f"hanzo-hub: {NO_PROVIDER}")
+            return None
         try:
             request = to_chat_request(params, self.registry)
             result = await self.chat(request, Caller(user=user))

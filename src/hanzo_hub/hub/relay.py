@@ -79,8 +79,8 @@ _current: ContextVar[UpstreamCall | None] = ContextVar("hanzo_hub_upstream_call"
 
 
 SamplingAnswer = types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData
-Sampler = Callable[[str, types.CreateMessageRequestParams, str], Awaitable[SamplingAnswer]]
-"""``(server, params, user) -> answer``: the hub's router answering a sampling request."""
+Sampler = Callable[[str, types.CreateMessageRequestParams, str], Awaitable[SamplingAnswer | None]]
+"""``(server, params, user) -> answer``: the hub's router answering a sampling request (``None``: it cannot)."""
 
 
 class Relay:
@@ -172,7 +172,9 @@ class Relay:
             if self.sampler is not None and self._router_samples(server):
                 call = self.upstream_for(server)
                 user = call.user if call is not None and call.user else current_user(self._user)
-                return await self.sampler(server, params, user)
+                answer = await self.sampler(server, params, user)
+                if answer is not None:  # None: the router has no provider; the client's refusal stands
+                    return answer
             request = types.CreateMessageRequest(params=params)
             if params.tools:
                 return await self._ask(server, "sampling", request, types.CreateMessageResultWithTools)
