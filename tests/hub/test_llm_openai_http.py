@@ -47,11 +47,14 @@ async def test_chat_completions_streams_server_sent_events(
 ) -> None:
     provider_server.script("p", Answer("streamed answer text", chunks=3))
     settings = make_settings({"alpha": inproc("alpha")}, llm=llm_section(provider_server), memory=NO_MEMORY)
-    async with serve_http_in_process(settings) as url, httpx2.AsyncClient(timeout=10) as http:
-        async with http.stream("POST", f"{_base(url)}/v1/chat/completions", json={**BODY, "stream": True}) as resp:
-            assert resp.status_code == 200
-            assert resp.headers["content-type"].startswith("text/event-stream")
-            lines = [line async for line in resp.aiter_lines() if line.startswith("data: ")]
+    async with (
+        serve_http_in_process(settings) as url,
+        httpx2.AsyncClient(timeout=10) as http,
+        http.stream("POST", f"{_base(url)}/v1/chat/completions", json={**BODY, "stream": True}) as resp,
+    ):
+        assert resp.status_code == 200
+        assert resp.headers["content-type"].startswith("text/event-stream")
+        lines = [line async for line in resp.aiter_lines() if line.startswith("data: ")]
     assert lines[-1] == "data: [DONE]"
     chunks = [json.loads(line[len("data: ") :]) for line in lines[:-1]]
     text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks)

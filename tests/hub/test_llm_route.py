@@ -77,7 +77,7 @@ def test_sampling_request_translation_keeps_roles_tools_and_preferences() -> Non
                         type="tool_result", tool_use_id="u1", content=[types.TextContent(type="text", text="sunny")]
                     )
                 ],
-            ),  # fmt: skip
+            ),
         ],
         system_prompt="be brief",
         max_tokens=64,
