@@ -280,11 +280,7 @@ class Gateway:
                 self.cooldowns.clear(c.key)
                 return result
             job.attempts.append(self._attempt(c, "error", error, started))
-            try:
-                again = await self._after_failure(job, c, error, retry)
-            except ProviderError:
-                raise
-            if not again:
+            if not await self._after_failure(job, c, error, retry):
                 break
         return error
 

@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 
 from hanzo_hub.llm.types import Caller, ChatRequest, ChatResult
+from hanzo_hub.llm.usage import usd
 from hanzo_hub.sandbox.vault import Redactor
 
 __all__ = ["LOG_FILE", "SECRET_KEYS", "RequestLog"]
@@ -83,7 +84,7 @@ class RequestLog:
             provider=result.provider,
             input_tokens=result.usage.input_tokens,
             output_tokens=result.usage.output_tokens,
-            cost_usd=str(cost),
+            cost_usd=usd(cost),
             latency_ms=result.latency_ms,
             finish_reason=result.finish_reason,
             reason=result.reason,
