@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from hanzo_hub.config.llm import BudgetSettings, RateLimitSettings
 from hanzo_hub.llm.gateway import Gateway
@@ -24,15 +25,41 @@ from tests.llm.providers_server import ProviderServer
 KEYS = {"pa": "sk-test-alpha-0001", "pb": "sk-test-beta-0002", "pc": "ak-test-gamma-0003"}
 
 MODELS = [
-    ModelSpec(id="m-a", provider="pa", api="openai_compat", price_in=2.5, price_out=10.0, context_window=8000,
-              capabilities=frozenset({"tools"}), tier="best", upstream="upstream-a"),
-    ModelSpec(id="m-b", provider="pb", api="openai_compat", price_in=0.15, price_out=0.6, context_window=8000,
-              capabilities=frozenset({"tools"}), tier="fast"),
-    ModelSpec(id="m-plain", provider="pb", api="openai_compat", price_in=0.1, price_out=0.1, context_window=8000,
-              tier="fast"),
-    ModelSpec(id="c-a", provider="pc", api="anthropic", price_in=3.0, price_out=15.0, context_window=8000,
-              capabilities=frozenset({"tools", "vision"}), tier="mid"),
-]  # fmt: skip
+    ModelSpec(
+        id="m-a",
+        provider="pa",
+        api="openai_compat",
+        price_in=2.5,
+        price_out=10.0,
+        context_window=8000,
+        capabilities=frozenset({"tools"}),
+        tier="best",
+        upstream="upstream-a",
+    ),
+    ModelSpec(
+        id="m-b",
+        provider="pb",
+        api="openai_compat",
+        price_in=0.15,
+        price_out=0.6,
+        context_window=8000,
+        capabilities=frozenset({"tools"}),
+        tier="fast",
+    ),
+    ModelSpec(
+        id="m-plain", provider="pb", api="openai_compat", price_in=0.1, price_out=0.1, context_window=8000, tier="fast"
+    ),
+    ModelSpec(
+        id="c-a",
+        provider="pc",
+        api="anthropic",
+        price_in=3.0,
+        price_out=15.0,
+        context_window=8000,
+        capabilities=frozenset({"tools", "vision"}),
+        tier="mid",
+    ),
+]
 
 USER = Caller(user="alice", project="apollo")
 
@@ -49,7 +76,7 @@ class FakeTime:
 
     async def sleep(self, seconds: float) -> None:
         self.waits.append(seconds)
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
 
 
 def deployments(server: ProviderServer, timeout: float = 5.0) -> dict[str, Deployment]:
@@ -76,8 +103,9 @@ def make_gateway(
     **extra: Any,
 ) -> Gateway:
     fake = fake or FakeTime()
-    retry = RetryPolicy(retries=retries, backoff_base=0.04, backoff_max=1.0, max_retry_after=max_retry_after,
-                        cooldown=cooldown)  # fmt: skip
+    retry = RetryPolicy(
+        retries=retries, backoff_base=0.04, backoff_max=1.0, max_retry_after=max_retry_after, cooldown=cooldown
+    )
     return Gateway(
         ModelRegistry(MODELS),
         deployments(server, timeout),

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
+import anyio.lowlevel
 import pytest
 import uvicorn
 from starlette.applications import Starlette
@@ -224,7 +225,7 @@ def _sse(events: Iterator[tuple[str | None, Any]]) -> StreamingResponse:
             prefix = f"event: {name}\n" if name else ""
             payload = data if isinstance(data, str) else json.dumps(data)
             yield f"{prefix}data: {payload}\n\n".encode()
-            await anyio.sleep(0)
+            await anyio.lowlevel.checkpoint()
 
     return StreamingResponse(body(), media_type="text/event-stream")
 
@@ -289,8 +290,10 @@ def _openai_stream(answer: Answer, model: str) -> Iterator[tuple[str | None, Any
     if answer.usage is not None:
         pin, pout = answer.usage
         usage = {"prompt_tokens": pin, "completion_tokens": pout, "total_tokens": pin + pout}
-        yield None, {"id": "chatcmpl-test", "object": "chat.completion.chunk", "model": model, "choices": [],
-                     "usage": usage}  # fmt: skip
+        yield (
+            None,
+            {"id": "chatcmpl-test", "object": "chat.completion.chunk", "model": model, "choices": [], "usage": usage},
+        )
     yield None, "[DONE]"
 
 
@@ -331,8 +334,15 @@ def _anthropic_body(answer: Answer, model: str) -> dict[str, Any]:
 
 
 def _anthropic_start(model: str, input_tokens: int) -> tuple[str, Any]:
-    message = {"id": "msg_test", "type": "message", "role": "assistant", "model": model, "content": [],
-               "stop_reason": None, "usage": {"input_tokens": input_tokens, "output_tokens": 1}}  # fmt: skip
+    message: dict[str, Any] = {
+        "id": "msg_test",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [],
+        "stop_reason": None,
+        "usage": {"input_tokens": input_tokens, "output_tokens": 1},
+    }
     return "message_start", {"type": "message_start", "message": message}
 
 
@@ -342,8 +352,10 @@ def _anthropic_stream(answer: Answer, model: str) -> Iterator[tuple[str | None, 
     yield "ping", {"type": "ping"}
     index = 0
     if answer.text:
-        yield "content_block_start", {"type": "content_block_start", "index": 0,
-                                      "content_block": {"type": "text", "text": ""}}  # fmt: skip
+        yield (
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        )
         for piece in _pieces(answer.text, answer.chunks):
             delta = {"type": "text_delta", "text": piece}
             yield "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}
@@ -359,15 +371,17 @@ def _anthropic_stream(answer: Answer, model: str) -> Iterator[tuple[str | None, 
             delta = {"type": "input_json_delta", "partial_json": part}
             yield "content_block_delta", {"type": "content_block_delta", "index": i, "delta": delta}
         yield "content_block_stop", {"type": "content_block_stop", "index": i}
-    delta = {"stop_reason": _anthropic_stop(answer), "stop_sequence": None}
-    yield "message_delta", {"type": "message_delta", "delta": delta, "usage": {"output_tokens": usage[1]}}
+    stop: dict[str, Any] = {"stop_reason": _anthropic_stop(answer), "stop_sequence": None}
+    yield "message_delta", {"type": "message_delta", "delta": stop, "usage": {"output_tokens": usage[1]}}
     yield "message_stop", {"type": "message_stop"}
 
 
 def _anthropic_cut(cut: StreamCut, model: str) -> Iterator[tuple[str | None, Any]]:
     yield _anthropic_start(model, 1)
-    yield "content_block_start", {"type": "content_block_start", "index": 0,
-                                  "content_block": {"type": "text", "text": ""}}  # fmt: skip
+    yield (
+        "content_block_start",
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+    )
     for piece in _pieces(cut.text, 2):
         delta = {"type": "text_delta", "text": piece}
         yield "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from decimal import Decimal
 from pathlib import Path
 
@@ -263,12 +264,9 @@ async def test_default_route_orders_by_policy(provider_server: ProviderServer, t
 # ---- streaming ----
 
 
-async def collect(stream: object) -> list[StreamEvent]:
-    events: list[StreamEvent] = []
+async def collect(stream: AsyncIterator[StreamEvent]) -> list[StreamEvent]:
     with anyio.fail_after(5):
-        async for event in stream:  # type: ignore[attr-defined]
-            events.append(event)
-    return events
+        return [event async for event in stream]
 
 
 @pytest.mark.parametrize("model", ["m-a", "c-a"])
@@ -276,8 +274,9 @@ async def test_streamed_answer_assembles_to_the_plain_answer(
     provider_server: ProviderServer, tmp_path: Path, model: str
 ) -> None:
     deployment = {"m-a": "a", "c-a": "c"}[model]
-    answer = Answer("Let me look that up.", tool_calls=(("call_1", "lookup", {"q": "weather", "n": 2}),),
-                    usage=(321, 45), chunks=4)  # fmt: skip
+    answer = Answer(
+        "Let me look that up.", tool_calls=(("call_1", "lookup", {"q": "weather", "n": 2}),), usage=(321, 45), chunks=4
+    )
     provider_server.script(deployment, answer, answer)
     request = ask(model=model, tools=(ToolSpec(name="lookup", input_schema={"type": "object"}),))
     async with make_gateway(provider_server, tmp_path) as gw:
@@ -311,10 +310,14 @@ async def test_stream_cut_after_text_raises_and_does_not_replay(
 ) -> None:
     provider_server.script("a", StreamCut("half an ans"))
     received: list[str] = []
+
+    async def consume(stream: AsyncIterator[StreamEvent]) -> None:
+        with anyio.fail_after(5):
+            received.extend([event.text async for event in stream])
+
     async with make_gateway(provider_server, tmp_path, fallbacks={"m-a": ["m-b"]}) as gw:
-        with pytest.raises(ProviderError), anyio.fail_after(5):
-            async for event in gw.stream(ask(model="m-a"), caller=USER):
-                received.append(event.text)
+        with pytest.raises(ProviderError):
+            await consume(gw.stream(ask(model="m-a"), caller=USER))
         assert gw.ledger is not None
         assert gw.ledger.spent("user:alice") == 0
     assert "".join(received) == "half an ans"
@@ -335,9 +338,7 @@ async def test_stream_refused_by_budget_never_reaches_the_provider(
 # ---- the request log ----
 
 
-async def test_request_log_redacts_keys_and_leaves_prompts_out(
-    provider_server: ProviderServer, tmp_path: Path
-) -> None:
+async def test_request_log_redacts_keys_and_leaves_prompts_out(provider_server: ProviderServer, tmp_path: Path) -> None:
     provider_server.script("a", Fail(401, f"invalid key {KEYS['pa']}"))
     async with make_gateway(provider_server, tmp_path, fallbacks={"m-a": ["m-b"]}) as gw:
         await gw.chat(ask("my secret plan", model="m-a"), caller=USER)
@@ -378,7 +379,11 @@ async def test_chat_messages_with_tool_results_round_trip_through_the_gateway(
         await gw.chat(request, caller=USER)
     body = provider_server.requests("c")[0].body
     assert body["system"] == "be brief"
-    assert body["messages"][1] == {"role": "assistant", "content": [
-        {"type": "tool_use", "id": "call_9", "name": "lookup", "input": {"q": "x"}}]}  # fmt: skip
-    assert body["messages"][2] == {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "call_9", "content": "found"}]}  # fmt: skip
+    assert body["messages"][1] == {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": "call_9", "name": "lookup", "input": {"q": "x"}}],
+    }
+    assert body["messages"][2] == {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "call_9", "content": "found"}],
+    }

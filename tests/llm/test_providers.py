@@ -20,7 +20,16 @@ from hanzo_hub.llm.providers.openai_compat import (
     render_stream_chunk,
     to_openai_body,
 )
-from hanzo_hub.llm.types import ChatMessage, ChatRequest, ChatResult, ImagePart, StreamEvent, TextPart, ToolCall, ToolSpec
+from hanzo_hub.llm.types import (
+    ChatMessage,
+    ChatRequest,
+    ChatResult,
+    ImagePart,
+    StreamEvent,
+    TextPart,
+    ToolCall,
+    ToolSpec,
+)
 from tests.llm.gateway_kit import MODELS
 from tests.llm.providers_server import Answer, Fail, ProviderServer
 
@@ -48,19 +57,33 @@ def test_openai_body_translates_images_tool_calls_and_tool_results() -> None:
     body = to_openai_body(CONVERSATION, "gpt-x", stream=True)
     assert body["messages"] == [
         {"role": "system", "content": "Be brief."},
-        {"role": "user", "content": [
-            {"type": "text", "text": "What is this and the weather?"},
-            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
-        ]},
-        {"role": "assistant", "content": "Checking.", "tool_calls": [
-            {"id": "call_1", "type": "function",
-             "function": {"name": "get_weather", "arguments": '{"city": "Paris", "days": 3}'}},
-        ]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "What is this and the weather?"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": "Checking.",
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris", "days": 3}'},
+                },
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
         {"role": "user", "content": "Thanks"},
-    ]  # fmt: skip
-    assert body["tools"] == [{"type": "function", "function": {"name": "get_weather", "description": "Forecast",
-                                                               "parameters": TOOL.input_schema}}]  # fmt: skip
+    ]
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "function": {"name": "get_weather", "description": "Forecast", "parameters": TOOL.input_schema},
+        }
+    ]
     assert (body["model"], body["max_tokens"], body["temperature"], body["stop"]) == ("gpt-x", 200, 1.5, ["END"])
     assert body["stream_options"] == {"include_usage": True}
 
@@ -71,13 +94,15 @@ def test_openai_request_body_parses_back_to_the_same_request() -> None:
 
 
 def test_parse_chat_request_reads_openai_client_shorthands() -> None:
-    parsed = parse_chat_request({
-        "model": "gpt-4o",
-        "messages": [{"role": "developer", "content": "sys"}, {"role": "user", "content": None}],
-        "max_completion_tokens": 50,
-        "stop": "STOP",
-        "stream": True,
-    })  # fmt: skip
+    parsed = parse_chat_request(
+        {
+            "model": "gpt-4o",
+            "messages": [{"role": "developer", "content": "sys"}, {"role": "user", "content": None}],
+            "max_completion_tokens": 50,
+            "stop": "STOP",
+            "stream": True,
+        }
+    )
     assert parsed.messages[0].role == "system"
     assert (parsed.max_tokens, parsed.stop, parsed.model) == (50, ("STOP",), "gpt-4o")
     assert parse_chat_request({"messages": [{"role": "user", "content": "x"}]}).model is None
@@ -109,8 +134,9 @@ def test_parse_chat_request_refuses_bad_input_with_a_value_error(body: Any) -> N
 
 def _result(**update: Any) -> ChatResult:
     message = ChatMessage(role="assistant", content="", tool_calls=(CALL,))
-    base = ChatResult(model="m-a", provider="pa", message=message, finish_reason="tool_calls", cost_usd=0.25,
-                      request_id="req-1")  # fmt: skip
+    base = ChatResult(
+        model="m-a", provider="pa", message=message, finish_reason="tool_calls", cost_usd=0.25, request_id="req-1"
+    )
     return base.model_copy(update=update)
 
 
@@ -130,8 +156,7 @@ def test_render_chat_response_is_an_openai_completion() -> None:
 def test_render_stream_chunks() -> None:
     text = render_stream_chunk(StreamEvent(kind="text", text="he"), request_id="r", model="m", created=1)
     assert text["choices"] == [{"index": 0, "delta": {"content": "he"}, "finish_reason": None}]
-    call = render_stream_chunk(StreamEvent(kind="tool_call", tool_call=CALL), request_id="r", model="m",
-                               tool_index=2)  # fmt: skip
+    call = render_stream_chunk(StreamEvent(kind="tool_call", tool_call=CALL), request_id="r", model="m", tool_index=2)
     assert call["choices"][0]["delta"]["tool_calls"][0]["index"] == 2
     done = render_stream_chunk(StreamEvent(kind="done", result=_result()), request_id="r", model="m")
     assert done["choices"][0]["finish_reason"] == "tool_calls"
@@ -140,35 +165,54 @@ def test_render_stream_chunks() -> None:
 
 def test_anthropic_body_moves_system_out_and_merges_tool_results_into_user_turns() -> None:
     request = CONVERSATION.model_copy(
-        update={"messages": (*CONVERSATION.messages[:3], ChatMessage(role="tool", tool_call_id="call_1",
-                content="sunny"), ChatMessage(role="tool", tool_call_id="call_2", content="rain"),
-                CONVERSATION.messages[4])}  # fmt: skip
+        update={
+            "messages": (
+                *CONVERSATION.messages[:3],
+                ChatMessage(role="tool", tool_call_id="call_1", content="sunny"),
+                ChatMessage(role="tool", tool_call_id="call_2", content="rain"),
+                CONVERSATION.messages[4],
+            )
+        }
     )
     body = to_anthropic_body(request, "claude-x")
     assert body["system"] == "Be brief."
     assert body["messages"] == [
-        {"role": "user", "content": [
-            {"type": "text", "text": "What is this and the weather?"},
-            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
-        ]},
-        {"role": "assistant", "content": [
-            {"type": "text", "text": "Checking."},
-            {"type": "tool_use", "id": "call_1", "name": "get_weather", "input": {"city": "Paris", "days": 3}},
-        ]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "call_1", "content": "sunny"},
-            {"type": "tool_result", "tool_use_id": "call_2", "content": "rain"},
-            {"type": "text", "text": "Thanks"},
-        ]},
-    ]  # fmt: skip
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "What is this and the weather?"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Checking."},
+                {"type": "tool_use", "id": "call_1", "name": "get_weather", "input": {"city": "Paris", "days": 3}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "call_1", "content": "sunny"},
+                {"type": "tool_result", "tool_use_id": "call_2", "content": "rain"},
+                {"type": "text", "text": "Thanks"},
+            ],
+        },
+    ]
     assert body["tools"] == [{"name": "get_weather", "description": "Forecast", "input_schema": TOOL.input_schema}]
     assert (body["temperature"], body["stop_sequences"], body["max_tokens"]) == (1.0, ["END"], 200)
 
 
 def test_anthropic_response_with_tool_use_becomes_neutral_tool_calls() -> None:
-    data = {"content": [{"type": "text", "text": "Checking."},
-                        {"type": "tool_use", "id": "call_1", "name": "get_weather", "input": CALL.arguments}],
-            "stop_reason": "tool_use", "usage": {"input_tokens": 7, "output_tokens": 9}}  # fmt: skip
+    data = {
+        "content": [
+            {"type": "text", "text": "Checking."},
+            {"type": "tool_use", "id": "call_1", "name": "get_weather", "input": CALL.arguments},
+        ],
+        "stop_reason": "tool_use",
+        "usage": {"input_tokens": 7, "output_tokens": 9},
+    }
     result = from_anthropic_response(data, "pc", MODELS[3])
     assert result.message == ChatMessage(role="assistant", content="Checking.", tool_calls=(CALL,))
     assert (result.finish_reason, result.usage.input_tokens, result.usage.output_tokens) == ("tool_calls", 7, 9)
@@ -184,11 +228,15 @@ async def test_anthropic_provider_sends_version_and_key_headers(provider_server:
     provider_server.script("c", Answer("hi", usage=(3, 4), finish="length"))
     deployment = Deployment("pc", "anthropic", provider_server.anthropic_url("c"), "ak-123456", {"x-h": "v"}, 5)
     async with httpx2.AsyncClient() as http:
-        result = await AnthropicProvider(http).chat(deployment, ChatRequest(messages=CONVERSATION.messages[:2]),
-                                                    MODELS[3])  # fmt: skip
+        result = await AnthropicProvider(http).chat(
+            deployment, ChatRequest(messages=CONVERSATION.messages[:2]), MODELS[3]
+        )
     [req] = provider_server.requests("c")
     assert (req.headers["x-api-key"], req.headers["anthropic-version"], req.headers["x-h"]) == (
-        "ak-123456", "2023-06-01", "v")  # fmt: skip
+        "ak-123456",
+        "2023-06-01",
+        "v",
+    )
     assert "authorization" not in req.headers
     assert (result.finish_reason, result.usage.output_tokens) == ("length", 4)
 
@@ -213,8 +261,9 @@ async def test_unreachable_provider_is_a_retryable_error() -> None:
     deployment = Deployment("gone", "openai_compat", "http://127.0.0.1:9/v1", None, {}, 2)
     async with httpx2.AsyncClient() as http:
         with pytest.raises(ProviderError) as caught:
-            await OpenAICompatProvider(http).chat(deployment, ChatRequest(messages=CONVERSATION.messages[:1]),
-                                                  MODELS[0])  # fmt: skip
+            await OpenAICompatProvider(http).chat(
+                deployment, ChatRequest(messages=CONVERSATION.messages[:1]), MODELS[0]
+            )
     assert caught.value.retryable
     assert caught.value.status is None
 
@@ -227,8 +276,10 @@ def test_retry_after_forms() -> None:
     assert parse_retry_after({}) is None
 
 
-@pytest.mark.parametrize(("status", "retryable"), [(429, True), (500, True), (529, True), (408, True),
-                                                    (400, False), (401, False), (404, False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("status", "retryable"),
+    [(429, True), (500, True), (529, True), (408, True), (400, False), (401, False), (404, False)],
+)
 def test_status_classification(status: int, retryable: bool) -> None:
     error = error_from_response("p", status, {}, b'{"error": {"message": "m"}}')
     assert error.retryable is retryable
@@ -238,6 +289,8 @@ def test_status_classification(status: int, retryable: bool) -> None:
 async def test_dispatch_table_loads_each_family_and_refuses_unknown() -> None:
     async with httpx2.AsyncClient() as http:
         assert {type(load_provider(api, http)).__name__ for api in PROVIDERS} == {
-            "AnthropicProvider", "OpenAICompatProvider"}  # fmt: skip
+            "AnthropicProvider",
+            "OpenAICompatProvider",
+        }
         with pytest.raises(ConfigError):
             load_provider("palm", http)

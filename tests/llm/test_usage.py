@@ -25,10 +25,25 @@ from tests.llm.providers_server import ProviderServer
 ALICE = Caller(user="alice", project="apollo")
 
 
-def record(cost: str, *, user: str = "alice", project: str | None = "apollo", ts: str = "2026-12-01T10:00:00+00:00",
-           tokens: tuple[int, int] = (10, 5)) -> UsageRecord:  # fmt: skip
-    return UsageRecord(ts=ts, request_id="r", user=user, project=project, model="m-a", provider="pa",
-                       input_tokens=tokens[0], output_tokens=tokens[1], cost_usd=Decimal(cost))  # fmt: skip
+def record(
+    cost: str,
+    *,
+    user: str = "alice",
+    project: str | None = "apollo",
+    ts: str = "2026-12-01T10:00:00+00:00",
+    tokens: tuple[int, int] = (10, 5),
+) -> UsageRecord:
+    return UsageRecord(
+        ts=ts,
+        request_id="r",
+        user=user,
+        project=project,
+        model="m-a",
+        provider="pa",
+        input_tokens=tokens[0],
+        output_tokens=tokens[1],
+        cost_usd=Decimal(cost),
+    )
 
 
 def test_cost_is_exact_to_the_micro_dollar() -> None:
@@ -163,15 +178,31 @@ def test_no_provider_means_no_gateway(tmp_path: Path) -> None:
 async def test_built_gateway_reads_the_key_from_the_vault(provider_server: ProviderServer, tmp_path: Path) -> None:
     vault = Vault(tmp_path / "vault", keyring_service=None)
     vault.set("openai-key", "sk-from-the-vault-1")
-    settings = LlmSettings.model_validate({
-        "providers": {"openai": {"api": "openai_compat", "base_url": provider_server.openai_url("v"),
-                                 "api_key_secret": "openai-key"}},
-        "models": [{"id": "tiny", "provider": "openai", "api": "openai_compat", "price_in": 1, "price_out": 2,
-                    "context_window": 4096, "tier": "fast"}],
-        "route_models": ["tiny"],
-        "retries": 0,
-        "budgets": {"users": {"alice": {"total": "0.5"}}},
-    })  # fmt: skip
+    settings = LlmSettings.model_validate(
+        {
+            "providers": {
+                "openai": {
+                    "api": "openai_compat",
+                    "base_url": provider_server.openai_url("v"),
+                    "api_key_secret": "openai-key",
+                }
+            },
+            "models": [
+                {
+                    "id": "tiny",
+                    "provider": "openai",
+                    "api": "openai_compat",
+                    "price_in": 1,
+                    "price_out": 2,
+                    "context_window": 4096,
+                    "tier": "fast",
+                }
+            ],
+            "route_models": ["tiny"],
+            "retries": 0,
+            "budgets": {"users": {"alice": {"total": "0.5"}}},
+        }
+    )
     gateway = build_gateway(settings, home=tmp_path, vault=vault)
     assert gateway is not None
     async with gateway:

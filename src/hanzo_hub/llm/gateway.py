@@ -154,7 +154,9 @@ class Gateway:
     async def __aenter__(self) -> Gateway:
         return self
 
-    async def __aexit__(self, *exc: tuple[type[BaseException] | None, BaseException | None, TracebackType | None]) -> None:
+    async def __aexit__(
+        self, *exc: tuple[type[BaseException] | None, BaseException | None, TracebackType | None]
+    ) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:

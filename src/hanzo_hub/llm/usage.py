@@ -102,8 +102,12 @@ class Totals:
     cost_usd: Decimal = Decimal(0)
 
     def plus(self, r: UsageRecord) -> Totals:
-        return Totals(self.requests + 1, self.input_tokens + r.input_tokens, self.output_tokens + r.output_tokens,
-                      self.cost_usd + r.cost_usd)  # fmt: skip
+        return Totals(
+            self.requests + 1,
+            self.input_tokens + r.input_tokens,
+            self.output_tokens + r.output_tokens,
+            self.cost_usd + r.cost_usd,
+        )
 
 
 class Reservation:
