@@ -336,6 +336,20 @@ async def test_stream_refused_by_budget_never_reaches_the_provider(
     assert provider_server.requests() == []
 
 
+async def test_abandoned_stream_releases_its_budget_hold(provider_server: ProviderServer, tmp_path: Path) -> None:
+    budgets = BudgetSettings(default_user=BudgetSpec(total=Decimal("0.01")))
+    provider_server.script("a", Answer("many words here", chunks=3))
+    async with make_gateway(provider_server, tmp_path, budgets=budgets) as gw:
+        stream = gw.stream(ask(model="m-a", max_tokens=600), caller=USER)  # holds up to $0.006
+        with anyio.fail_after(5):
+            first = await anext(aiter(stream))
+            assert first.kind == "text"
+            with pytest.raises(BudgetExceeded):
+                await gw.chat(ask(model="m-a", max_tokens=600), caller=USER)  # 0.006 + 0.006 > 0.01
+            await stream.aclose()  # type: ignore[attr-defined]
+            assert (await gw.chat(ask(model="m-a", max_tokens=600), caller=USER)).message.text() == "ok"
+
+
 # ---- the request log ----
 
 

@@ -20,6 +20,7 @@ import random
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from decimal import Decimal
 from types import TracebackType
@@ -353,8 +354,9 @@ class Gateway:
                     self._release(reservation)
                     failure = opened
                     continue
-                async for event in self._relay(job, c, opened, reservation, failover=index > 0):
-                    yield event
+                async with aclosing(self._relay(job, c, opened, reservation, failover=index > 0)) as relay:
+                    async for event in relay:
+                        yield event
                 return
             except BaseException as exc:
                 self._release(reservation)
