@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import AsyncIterator
 from decimal import Decimal
 from pathlib import Path
@@ -12,7 +13,8 @@ import pytest
 
 from hanzo_hub.config.llm import BudgetSettings, BudgetSpec, RateLimitSettings, RateLimitSpec
 from hanzo_hub.errors import BudgetExceeded, ModelNotFound, NoEligibleModel, ProviderError, RateLimited
-from hanzo_hub.llm.tokens import count_completion, count_prompt
+from hanzo_hub.llm.gateway import THREADED_COUNT_CHARS
+from hanzo_hub.llm.tokens import BpeCounter, count_completion, count_prompt
 from hanzo_hub.llm.types import ChatMessage, ChatRequest, StreamEvent, ToolSpec
 from tests.llm.gateway_kit import KEYS, USER, FakeTime, ask, make_gateway
 from tests.llm.providers_server import Answer, BadJson, Fail, Hang, ProviderServer, StreamCut
@@ -116,6 +118,42 @@ async def test_hanging_provider_times_out_and_fails_over(provider_server: Provid
     assert result.model == "m-b"
     [failed] = [a for a in log_lines(tmp_path)[0]["attempts"] if a["outcome"] == "error"]  # type: ignore[attr-defined]
     assert "0.3s" in failed["error"] or "timed out" in failed["error"]
+
+
+async def test_hanging_stream_times_out_and_fails_over(provider_server: ProviderServer, tmp_path: Path) -> None:
+    provider_server.script("a", Hang(3))
+    provider_server.script("b", Answer("quick"))
+    async with make_gateway(provider_server, tmp_path, retries=0, timeout=0.3, fallbacks={"m-a": ["m-b"]}) as gw:
+        events = await collect(gw.stream(ask(model="m-a"), caller=USER))
+    assert "".join(e.text for e in events) == "quick"
+    assert events[-1].result is not None
+    assert "failover after m-a" in events[-1].result.reason
+
+
+class ThreadRecordingCounter:
+    name = "recording"
+
+    def __init__(self) -> None:
+        self.inner = BpeCounter()
+        self.threads: set[str] = set()
+
+    def count(self, text: str) -> int:
+        self.threads.add(threading.current_thread().name)
+        return self.inner.count(text)
+
+
+async def test_long_prompt_is_counted_in_a_worker_thread(provider_server: ProviderServer, tmp_path: Path) -> None:
+    short, long = ask(model="m-b"), ask("lorem ipsum dolor " * 2000, model="m-b")
+    assert len(long.messages[0].text()) > THREADED_COUNT_CHARS
+    counter = ThreadRecordingCounter()
+    provider_server.script("b", Answer("ok"), Answer("ok", usage=None))
+    async with make_gateway(provider_server, tmp_path, counter=counter) as gw:
+        await gw.chat(short, caller=USER)
+        assert counter.threads == {threading.current_thread().name}
+        counter.threads.clear()
+        result = await gw.chat(long, caller=USER)
+    assert threading.current_thread().name not in counter.threads
+    assert result.usage.input_tokens == count_prompt(long.messages) > 2000
 
 
 async def test_bad_request_is_neither_retried_nor_failed_over(provider_server: ProviderServer, tmp_path: Path) -> None:

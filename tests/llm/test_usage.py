@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from hanzo_hub.config import HubSettings
 from hanzo_hub.config.llm import BudgetSettings, BudgetSpec, LlmSettings, RateLimitSettings, RateLimitSpec
 from hanzo_hub.errors import BudgetExceeded, ConfigError, RateLimited
 from hanzo_hub.llm.build import build_gateway
@@ -171,14 +172,19 @@ def test_selection_budget_uses_the_llm_counter() -> None:
 # ---- building from settings ----
 
 
+def hub(tmp_path: Path, llm: dict[str, object]) -> HubSettings:
+    return HubSettings(home=tmp_path, llm=LlmSettings.model_validate(llm))
+
+
 def test_no_provider_means_no_gateway(tmp_path: Path) -> None:
-    assert build_gateway(LlmSettings(), home=tmp_path) is None
+    assert build_gateway(hub(tmp_path, {})) is None
 
 
 async def test_built_gateway_reads_the_key_from_the_vault(provider_server: ProviderServer, tmp_path: Path) -> None:
     vault = Vault(tmp_path / "vault", keyring_service=None)
     vault.set("openai-key", "sk-from-the-vault-1")
-    settings = LlmSettings.model_validate(
+    settings = hub(
+        tmp_path,
         {
             "providers": {
                 "openai": {
@@ -201,9 +207,9 @@ async def test_built_gateway_reads_the_key_from_the_vault(provider_server: Provi
             "route_models": ["tiny"],
             "retries": 0,
             "budgets": {"users": {"alice": {"total": "0.5"}}},
-        }
+        },
     )
-    gateway = build_gateway(settings, home=tmp_path, vault=vault)
+    gateway = build_gateway(settings, vault)
     assert gateway is not None
     async with gateway:
         result = await gateway.chat(ask(), caller=ALICE)
@@ -215,8 +221,8 @@ async def test_built_gateway_reads_the_key_from_the_vault(provider_server: Provi
 
 
 def test_missing_vault_secret_is_a_config_error(tmp_path: Path) -> None:
-    settings = LlmSettings.model_validate(
-        {"providers": {"x": {"api": "anthropic", "base_url": "http://127.0.0.1:1", "api_key_secret": "nope"}}}
+    settings = hub(
+        tmp_path, {"providers": {"x": {"api": "anthropic", "base_url": "http://127.0.0.1:1", "api_key_secret": "nope"}}}
     )
     with pytest.raises(ConfigError, match="nope"):
-        build_gateway(settings, home=tmp_path, vault=Vault(tmp_path / "vault", keyring_service=None))
+        build_gateway(settings, Vault(tmp_path / "vault", keyring_service=None))

@@ -44,6 +44,9 @@ __all__ = ["Gateway", "RouteFn", "default_route"]
 
 logger = logging.getLogger(__name__)
 
+THREADED_COUNT_CHARS = 20_000
+"""Prompts longer than this (in characters) are tokenized off the event loop."""
+
 RouteFn = Callable[[ChatRequest], Awaitable[tuple[list[str], str]]]
 """Chooses for a request without a model: ``(candidate model ids, best first; why)``."""
 
@@ -204,7 +207,7 @@ class Gateway:
         ids, reason = await self._model_ids(request)
         if request.model is not None and request.model not in self.registry:
             self.registry[request.model]  # raises ModelNotFound
-        prompt = count_prompt(request.messages, request.tools, self.counter)
+        prompt = await self._count_prompt(request)
         skipped: list[str] = []
         candidates = [c for m in ids if (c := self._candidate(m, request, prompt, skipped)) is not None]
         job = _Job(request, caller, stream, candidates, reason, prompt)
@@ -219,6 +222,13 @@ class Gateway:
                 await self._log_failure(job, "refused", exc)
                 raise
         return job
+
+    async def _count_prompt(self, request: ChatRequest) -> int:
+        """Prompt tokens; a long prompt is tokenized in a worker thread so the event loop keeps serving."""
+        size = sum(len(m.text()) for m in request.messages)
+        if size < THREADED_COUNT_CHARS:
+            return count_prompt(request.messages, request.tools, self.counter)
+        return await anyio.to_thread.run_sync(count_prompt, request.messages, request.tools, self.counter)
 
     def _ordered(self, job: _Job) -> list[_Candidate]:
         """Candidates in order, deployments cooling down skipped while another one is available."""
@@ -299,7 +309,7 @@ class Gateway:
         """
         job = await self._plan(request, caller, stream=False)
         failure: CompletionError | None = None
-        for index, c in enumerate(self._ordered(job)):
+        for c in self._ordered(job):
             try:
                 reservation = self._reserve(job, c)
             except BudgetExceeded as exc:
@@ -314,7 +324,7 @@ class Gateway:
                     await self._log_failure(job, "error", exc)
                 raise
             if isinstance(outcome, ChatResult):
-                return await self._finish(job, c, outcome, reservation, failover=index > 0)
+                return await self._finish(job, c, outcome, reservation)
             self._release(reservation)
             failure = outcome
         await self._fail(job, failure)
@@ -341,7 +351,7 @@ class Gateway:
         """
         job = await self._plan(request, caller, stream=True)
         failure: CompletionError | None = None
-        for index, c in enumerate(self._ordered(job)):
+        for c in self._ordered(job):
             try:
                 reservation = self._reserve(job, c)
             except BudgetExceeded as exc:
@@ -354,7 +364,7 @@ class Gateway:
                     self._release(reservation)
                     failure = opened
                     continue
-                async with aclosing(self._relay(job, c, opened, reservation, failover=index > 0)) as relay:
+                async with aclosing(self._relay(job, c, opened, reservation)) as relay:
                     async for event in relay:
                         yield event
                 return
@@ -397,8 +407,6 @@ class Gateway:
         c: _Candidate,
         opened: tuple[AsyncIterator[StreamEvent], StreamEvent, float],
         reservation: Reservation | None,
-        *,
-        failover: bool,
     ) -> AsyncIterator[StreamEvent]:
         events, event, started = opened
         iterator = aiter(events)
@@ -420,7 +428,7 @@ class Gateway:
         job.attempts.append(self._attempt(c, "ok", None, started))
         self.cooldowns.clear(c.key)
         assert event.result is not None
-        result = await self._finish(job, c, event.result, reservation, failover=failover)
+        result = await self._finish(job, c, event.result, reservation)
         yield StreamEvent(kind="done", result=result)
 
     # ---- accounting ----
@@ -433,12 +441,12 @@ class Gateway:
         )
 
     async def _finish(
-        self, job: _Job, c: _Candidate, result: ChatResult, reservation: Reservation | None, *, failover: bool
+        self, job: _Job, c: _Candidate, result: ChatResult, reservation: Reservation | None
     ) -> ChatResult:
         usage = self._usage(job, result)
         cost = cost_of(c.model, usage)
         reason = job.reason
-        if failover:
+        if c is not job.candidates[0]:
             failed = [a["model"] for a in job.attempts if a["outcome"] != "ok"]
             reason += f"; failover after {', '.join(dict.fromkeys(failed))}"
         final = result.model_copy(
