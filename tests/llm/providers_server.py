@@ -16,10 +16,13 @@ Use the ``provider_server`` fixture (module-scoped server, reset before each tes
         [req] = provider_server.requests("a")           # every request: headers, parsed JSON body, api
         assert req.headers["authorization"] == "Bearer sk-test"
 
+Outside ``tests/llm`` (whose conftest already does it), import both fixtures into your conftest or test module:
+``from tests.llm.providers_server import _provider_server_module, provider_server``.
+
 Behaviours are consumed in order per deployment; when a deployment's queue is empty it answers
 ``Answer("ok")``. Behaviours: :class:`Answer` (text and/or tool calls, usage, finish reason; streamed in
 ``chunks`` pieces when the request asks to stream), :class:`Fail` (any status, optional ``Retry-After``),
-:class:`Hang` (sleep before answering, to trip client timeouts), :class:`BadJson` (a 200 with a broken body),
+:class:`Hang` (wait before answering, to trip timeouts; a reset ends it), :class:`BadJson` (a 200 with a broken body),
 :class:`StreamCut` (stream some text, then drop the connection). The wire bodies are written here by hand, not
 with the gateway's own renderers, so translation bugs cannot cancel out.
 """
@@ -36,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
+import anyio.from_thread
 import anyio.lowlevel
 import pytest
 import uvicorn
@@ -126,6 +130,7 @@ class ProviderServer:
         self._lock = threading.Lock()
         self._queues: dict[str, deque[Behaviour]] = {}
         self._log: list[RecordedRequest] = []
+        self._hangs: list[tuple[anyio.Event, Any]] = []
 
     def openai_url(self, deployment: str) -> str:
         """Base URL of an OpenAI-compatible provider (``.../v1``; the client appends ``/chat/completions``)."""
@@ -155,6 +160,14 @@ class ProviderServer:
         with self._lock:
             self._queues.clear()
             self._log.clear()
+        self.release_hangs()
+
+    def release_hangs(self) -> None:
+        """End every :class:`Hang` in progress now (called from outside the server's thread)."""
+        with self._lock:
+            hangs, self._hangs = self._hangs, []
+        for event, token in hangs:
+            anyio.from_thread.run_sync(event.set, token=token)
 
     def _take(self, record: RecordedRequest) -> Behaviour:
         with self._lock:
@@ -173,7 +186,17 @@ class ProviderServer:
         behaviour = self._take(RecordedRequest(deployment, api, request.url.path, headers, body))
         stream = isinstance(body, dict) and body.get("stream") is True
         model = body.get("model", "unknown") if isinstance(body, dict) else "unknown"
+        if isinstance(behaviour, Hang):
+            await self._hang(behaviour.seconds)
+            behaviour = behaviour.then or Answer("late")
         return await _respond(behaviour, api, stream=stream, model=str(model))
+
+    async def _hang(self, seconds: float) -> None:
+        event = anyio.Event()
+        with self._lock:
+            self._hangs.append((event, anyio.lowlevel.current_token()))
+        with anyio.move_on_after(seconds):
+            await event.wait()
 
     def app(self) -> Starlette:
         async def openai(request: Request) -> Response:
@@ -191,9 +214,7 @@ class ProviderServer:
 
 
 async def _respond(behaviour: Behaviour, api: Api, *, stream: bool, model: str) -> Response:
-    if isinstance(behaviour, Hang):
-        await anyio.sleep(behaviour.seconds)
-        behaviour = behaviour.then or Answer("late")
+    assert not isinstance(behaviour, Hang)
     if isinstance(behaviour, Fail):
         return _fail(behaviour, api)
     if isinstance(behaviour, BadJson):
@@ -394,6 +415,7 @@ class _Serving:
     """uvicorn in a daemon thread with its own event loop, on a socket bound before it starts."""
 
     def __init__(self, state: ProviderServer) -> None:
+        self.state = state
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(64)
@@ -412,6 +434,7 @@ class _Serving:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.state.release_hangs()  # so shutdown does not wait for them
         self.server.should_exit = True
         self.thread.join(timeout=10)
         self.sock.close()
