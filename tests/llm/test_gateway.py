@@ -15,8 +15,9 @@ from hanzo_hub.config.llm import BudgetSettings, BudgetSpec, RateLimitSettings, 
 from hanzo_hub.errors import BudgetExceeded, ModelNotFound, NoEligibleModel, ProviderError, RateLimited
 from hanzo_hub.llm.gateway import THREADED_COUNT_CHARS
 from hanzo_hub.llm.tokens import BpeCounter, count_completion, count_prompt
-from hanzo_hub.llm.types import ChatMessage, ChatRequest, StreamEvent, ToolSpec
-from tests.llm.gateway_kit import KEYS, USER, FakeTime, ask, make_gateway
+from hanzo_hub.llm.types import ChatMessage, ChatRequest, StreamEvent, ToolSpec, Usage
+from hanzo_hub.llm.usage import cost_of
+from tests.llm.gateway_kit import KEYS, MODELS, USER, FakeTime, ask, make_gateway
 from tests.llm.providers_server import Answer, BadJson, Fail, Hang, ProviderServer, StreamCut
 
 
@@ -359,10 +360,14 @@ async def test_stream_cut_after_text_raises_and_does_not_replay(
         with pytest.raises(ProviderError):
             await consume(gw.stream(ask(model="m-a"), caller=USER))
         assert gw.ledger is not None
-        assert gw.ledger.spent("user:alice") == 0
+        # the provider bills what it generated: the prompt and the received text are charged
+        delivered = ChatMessage(role="assistant", content="half an ans")
+        usage = Usage(input_tokens=count_prompt(ask().messages), output_tokens=count_completion(delivered))
+        assert gw.ledger.spent("user:alice") == cost_of(MODELS[0], usage) > 0
     assert "".join(received) == "half an ans"
     assert provider_server.requests("b") == []
-    assert log_lines(tmp_path)[0]["outcome"] == "error"
+    [entry] = log_lines(tmp_path)
+    assert (entry["outcome"], entry["output_tokens"]) == ("error", usage.output_tokens)
 
 
 async def test_stream_refused_by_budget_never_reaches_the_provider(
@@ -386,7 +391,10 @@ async def test_abandoned_stream_releases_its_budget_hold(provider_server: Provid
             with pytest.raises(BudgetExceeded):
                 await gw.chat(ask(model="m-a", max_tokens=600), caller=USER)  # 0.006 + 0.006 > 0.01
             await stream.aclose()  # type: ignore[attr-defined]
+            assert gw.ledger is not None
+            assert gw.ledger.totals("user:alice").requests == 1  # the abandoned part is charged
             assert (await gw.chat(ask(model="m-a", max_tokens=600), caller=USER)).message.text() == "ok"
+    assert [e["outcome"] for e in log_lines(tmp_path)] == ["refused", "abandoned", "ok"]
 
 
 # ---- the request log ----
