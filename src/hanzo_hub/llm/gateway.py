@@ -39,7 +39,7 @@ from hanzo_hub.llm.request_log import RequestLog
 from hanzo_hub.llm.retry import Cooldowns, RetryPolicy
 from hanzo_hub.llm.tokens import TokenCounter, count_completion, count_prompt, default_counter
 from hanzo_hub.llm.types import Caller, ChatMessage, ChatRequest, ChatResult, StreamEvent, Usage
-from hanzo_hub.llm.usage import Reservation, UsageLedger, UsageRecord, cost_of
+from hanzo_hub.llm.usage import Reservation, UsageLedger, UsageRecord, cost_of, usd
 
 __all__ = ["Gateway", "RouteFn", "default_route"]
 
@@ -163,7 +163,7 @@ class Gateway:
         return self
 
     async def __aexit__(
-        self, *exc: tuple[type[BaseException] | None, BaseException | None, TracebackType | None]
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.aclose()
 
@@ -201,16 +201,16 @@ class Gateway:
         elif prompt + request.max_tokens > model.context_window:
             why = f"{prompt} prompt + {request.max_tokens} max tokens exceed its {model.context_window} window"
         elif request.max_cost is not None and estimate > Decimal(str(request.max_cost)):
-            why = f"could cost ${estimate}, over max_cost ${request.max_cost}"
+            why = f"could cost ${usd(estimate)}, over max_cost ${request.max_cost}"
         if why is not None or deployment is None:
             skipped.append(f"{model_id}: {why}")
             return None
         return _Candidate(model, deployment, estimate)
 
     async def _plan(self, request: ChatRequest, caller: Caller, *, stream: bool) -> _Job:
-        ids, reason = await self._model_ids(request)
         if request.model is not None and request.model not in self.registry:
             self.registry[request.model]  # raises ModelNotFound
+        ids, reason = await self._model_ids(request)
         prompt = await self._count_prompt(request)
         skipped: list[str] = []
         candidates = [c for m in ids if (c := self._candidate(m, request, prompt, skipped)) is not None]
