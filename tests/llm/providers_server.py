@@ -23,8 +23,9 @@ Behaviours are consumed in order per deployment; when a deployment's queue is em
 ``Answer("ok")``. Behaviours: :class:`Answer` (text and/or tool calls, usage, finish reason; streamed in
 ``chunks`` pieces when the request asks to stream), :class:`Fail` (any status, optional ``Retry-After``),
 :class:`Hang` (wait before answering, to trip timeouts; a reset ends it), :class:`BadJson` (a 200 with a broken body),
-:class:`StreamCut` (stream some text, then drop the connection). The wire bodies are written here by hand, not
-with the gateway's own renderers, so translation bugs cannot cancel out.
+:class:`StreamCut` (stream some text, then drop the connection), :class:`StreamError` (an in-stream error
+event). The wire bodies are written here by hand, not with the gateway's own renderers, so translation bugs cannot
+cancel out.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ __all__ = [
     "ProviderServer",
     "RecordedRequest",
     "StreamCut",
+    "StreamError",
     "provider_server",
 ]
 
@@ -108,7 +110,14 @@ class StreamCut:
     text: str = "partial"
 
 
-Behaviour = Answer | Fail | Hang | BadJson | StreamCut
+@dataclass(frozen=True)
+class StreamError:
+    """A 200 event stream whose first event is an in-stream error (Anthropic ``overloaded_error``, OpenAI ``error``)."""
+
+    message: str = "overloaded"
+
+
+Behaviour = Answer | Fail | Hang | BadJson | StreamCut | StreamError
 
 
 @dataclass(frozen=True)
@@ -219,6 +228,11 @@ async def _respond(behaviour: Behaviour, api: Api, *, stream: bool, model: str) 
         return _fail(behaviour, api)
     if isinstance(behaviour, BadJson):
         return Response("{not json", media_type="application/json")
+    if isinstance(behaviour, StreamError):
+        if api == "openai":
+            return _sse(iter([(None, {"error": {"message": behaviour.message, "type": "server_error"}})]))
+        error = {"type": "error", "error": {"type": "overloaded_error", "message": behaviour.message}}
+        return _sse(iter([("error", error)]))
     if isinstance(behaviour, StreamCut):
         chunks = _openai_cut(behaviour, model) if api == "openai" else _anthropic_cut(behaviour, model)
         return _sse(chunks)

@@ -18,7 +18,7 @@ from hanzo_hub.llm.tokens import BpeCounter, count_completion, count_prompt
 from hanzo_hub.llm.types import ChatMessage, ChatRequest, StreamEvent, ToolSpec, Usage
 from hanzo_hub.llm.usage import cost_of
 from tests.llm.gateway_kit import KEYS, MODELS, USER, FakeTime, ask, make_gateway
-from tests.llm.providers_server import Answer, BadJson, Fail, Hang, ProviderServer, StreamCut
+from tests.llm.providers_server import Answer, BadJson, Fail, Hang, ProviderServer, StreamCut, StreamError
 
 
 def log_lines(home: Path) -> list[dict[str, object]]:
@@ -343,6 +343,18 @@ async def test_stream_fails_over_before_the_first_event(provider_server: Provide
     assert "".join(e.text for e in events) == "streamed from b"
     assert events[-1].result is not None
     assert events[-1].result.model == "m-b"
+
+
+@pytest.mark.parametrize(("model", "deployment"), [("m-a", "a"), ("c-a", "c")])
+async def test_in_stream_error_event_before_any_text_is_retried(
+    provider_server: ProviderServer, tmp_path: Path, model: str, deployment: str
+) -> None:
+    provider_server.script(deployment, StreamError("overloaded"), Answer("second try"))
+    async with make_gateway(provider_server, tmp_path) as gw:
+        events = await collect(gw.stream(ask(model=model), caller=USER))
+    assert "".join(e.text for e in events) == "second try"
+    assert events[-1].result is not None
+    assert events[-1].result.attempts == 2
 
 
 async def test_stream_cut_after_text_raises_and_does_not_replay(
