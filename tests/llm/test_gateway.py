@@ -15,7 +15,7 @@ from hanzo_hub.config.llm import BudgetSettings, BudgetSpec, RateLimitSettings, 
 from hanzo_hub.errors import BudgetExceeded, ModelNotFound, NoEligibleModel, ProviderError, RateLimited
 from hanzo_hub.llm.gateway import THREADED_COUNT_CHARS
 from hanzo_hub.llm.tokens import BpeCounter, count_completion, count_prompt
-from hanzo_hub.llm.types import ChatMessage, ChatRequest, StreamEvent, ToolSpec, Usage
+from hanzo_hub.llm.types import ChatMessage, ChatRequest, Completer, StreamEvent, ToolSpec, Usage
 from hanzo_hub.llm.usage import cost_of
 from tests.llm.gateway_kit import KEYS, MODELS, USER, FakeTime, ask, make_gateway
 from tests.llm.providers_server import Answer, BadJson, Fail, Hang, ProviderServer, StreamCut, StreamError
@@ -42,6 +42,16 @@ async def test_answer_is_priced_to_the_cent_and_recorded(provider_server: Provid
     [record] = [json.loads(line) for line in (tmp_path / "llm" / "usage.jsonl").read_text().splitlines()]
     assert record["cost_usd"] == "0.008755"
     assert (record["user"], record["project"], record["input_tokens"]) == ("alice", "apollo", 1234)
+
+
+async def test_gateway_is_a_completer(provider_server: ProviderServer, tmp_path: Path) -> None:
+    async with make_gateway(provider_server, tmp_path) as gw:
+        completer: Completer = gw
+        result = await completer.chat(ask(model="c-a"), caller=USER)
+        events = await collect(completer.stream(ask(model="c-a"), caller=USER))
+    assert result.message.text() == "ok"
+    assert events[-1].result is not None
+    assert events[-1].result.message == result.message
 
 
 async def test_429_is_retried_after_the_wait_the_provider_asked_for(
