@@ -16,12 +16,16 @@ Use the ``provider_server`` fixture (module-scoped server, reset before each tes
         [req] = provider_server.requests("a")           # every request: headers, parsed JSON body, api
         assert req.headers["authorization"] == "Bearer sk-test"
 
+Outside ``tests/llm`` (whose conftest already does it), import both fixtures into your conftest or test module:
+``from tests.llm.providers_server import _provider_server_module, provider_server``.
+
 Behaviours are consumed in order per deployment; when a deployment's queue is empty it answers
 ``Answer("ok")``. Behaviours: :class:`Answer` (text and/or tool calls, usage, finish reason; streamed in
 ``chunks`` pieces when the request asks to stream), :class:`Fail` (any status, optional ``Retry-After``),
-:class:`Hang` (sleep before answering, to trip client timeouts), :class:`BadJson` (a 200 with a broken body),
-:class:`StreamCut` (stream some text, then drop the connection). The wire bodies are written here by hand, not
-with the gateway's own renderers, so translation bugs cannot cancel out.
+:class:`Hang` (wait before answering, to trip timeouts; a reset ends it), :class:`BadJson` (a 200 with a broken body),
+:class:`StreamCut` (stream some text, then drop the connection), :class:`StreamError` (an in-stream error
+event). The wire bodies are written here by hand, not with the gateway's own renderers, so translation bugs cannot
+cancel out.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import pytest
 import uvicorn
 from starlette.applications import Starlette
@@ -51,6 +57,7 @@ __all__ = [
     "ProviderServer",
     "RecordedRequest",
     "StreamCut",
+    "StreamError",
     "provider_server",
 ]
 
@@ -103,7 +110,14 @@ class StreamCut:
     text: str = "partial"
 
 
-Behaviour = Answer | Fail | Hang | BadJson | StreamCut
+@dataclass(frozen=True)
+class StreamError:
+    """A 200 event stream whose first event is an in-stream error (Anthropic ``overloaded_error``, OpenAI ``error``)."""
+
+    message: str = "overloaded"
+
+
+Behaviour = Answer | Fail | Hang | BadJson | StreamCut | StreamError
 
 
 @dataclass(frozen=True)
@@ -125,6 +139,7 @@ class ProviderServer:
         self._lock = threading.Lock()
         self._queues: dict[str, deque[Behaviour]] = {}
         self._log: list[RecordedRequest] = []
+        self._hangs: list[tuple[anyio.Event, Any]] = []
 
     def openai_url(self, deployment: str) -> str:
         """Base URL of an OpenAI-compatible provider (``.../v1``; the client appends ``/chat/completions``)."""
@@ -154,6 +169,14 @@ class ProviderServer:
         with self._lock:
             self._queues.clear()
             self._log.clear()
+        self.release_hangs()
+
+    def release_hangs(self) -> None:
+        """End every :class:`Hang` in progress now (called from outside the server's thread)."""
+        with self._lock:
+            hangs, self._hangs = self._hangs, []
+        for event, token in hangs:
+            anyio.from_thread.run_sync(event.set, token=token)
 
     def _take(self, record: RecordedRequest) -> Behaviour:
         with self._lock:
@@ -172,7 +195,17 @@ class ProviderServer:
         behaviour = self._take(RecordedRequest(deployment, api, request.url.path, headers, body))
         stream = isinstance(body, dict) and body.get("stream") is True
         model = body.get("model", "unknown") if isinstance(body, dict) else "unknown"
+        if isinstance(behaviour, Hang):
+            await self._hang(behaviour.seconds)
+            behaviour = behaviour.then or Answer("late")
         return await _respond(behaviour, api, stream=stream, model=str(model))
+
+    async def _hang(self, seconds: float) -> None:
+        event = anyio.Event()
+        with self._lock:
+            self._hangs.append((event, anyio.lowlevel.current_token()))
+        with anyio.move_on_after(seconds):
+            await event.wait()
 
     def app(self) -> Starlette:
         async def openai(request: Request) -> Response:
@@ -190,13 +223,16 @@ class ProviderServer:
 
 
 async def _respond(behaviour: Behaviour, api: Api, *, stream: bool, model: str) -> Response:
-    if isinstance(behaviour, Hang):
-        await anyio.sleep(behaviour.seconds)
-        behaviour = behaviour.then or Answer("late")
+    assert not isinstance(behaviour, Hang)
     if isinstance(behaviour, Fail):
         return _fail(behaviour, api)
     if isinstance(behaviour, BadJson):
         return Response("{not json", media_type="application/json")
+    if isinstance(behaviour, StreamError):
+        if api == "openai":
+            return _sse(iter([(None, {"error": {"message": behaviour.message, "type": "server_error"}})]))
+        error = {"type": "error", "error": {"type": "overloaded_error", "message": behaviour.message}}
+        return _sse(iter([("error", error)]))
     if isinstance(behaviour, StreamCut):
         chunks = _openai_cut(behaviour, model) if api == "openai" else _anthropic_cut(behaviour, model)
         return _sse(chunks)
@@ -224,7 +260,7 @@ def _sse(events: Iterator[tuple[str | None, Any]]) -> StreamingResponse:
             prefix = f"event: {name}\n" if name else ""
             payload = data if isinstance(data, str) else json.dumps(data)
             yield f"{prefix}data: {payload}\n\n".encode()
-            await anyio.sleep(0)
+            await anyio.lowlevel.checkpoint()
 
     return StreamingResponse(body(), media_type="text/event-stream")
 
@@ -289,8 +325,10 @@ def _openai_stream(answer: Answer, model: str) -> Iterator[tuple[str | None, Any
     if answer.usage is not None:
         pin, pout = answer.usage
         usage = {"prompt_tokens": pin, "completion_tokens": pout, "total_tokens": pin + pout}
-        yield None, {"id": "chatcmpl-test", "object": "chat.completion.chunk", "model": model, "choices": [],
-                     "usage": usage}  # fmt: skip
+        yield (
+            None,
+            {"id": "chatcmpl-test", "object": "chat.completion.chunk", "model": model, "choices": [], "usage": usage},
+        )
     yield None, "[DONE]"
 
 
@@ -331,8 +369,15 @@ def _anthropic_body(answer: Answer, model: str) -> dict[str, Any]:
 
 
 def _anthropic_start(model: str, input_tokens: int) -> tuple[str, Any]:
-    message = {"id": "msg_test", "type": "message", "role": "assistant", "model": model, "content": [],
-               "stop_reason": None, "usage": {"input_tokens": input_tokens, "output_tokens": 1}}  # fmt: skip
+    message: dict[str, Any] = {
+        "id": "msg_test",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [],
+        "stop_reason": None,
+        "usage": {"input_tokens": input_tokens, "output_tokens": 1},
+    }
     return "message_start", {"type": "message_start", "message": message}
 
 
@@ -342,8 +387,10 @@ def _anthropic_stream(answer: Answer, model: str) -> Iterator[tuple[str | None, 
     yield "ping", {"type": "ping"}
     index = 0
     if answer.text:
-        yield "content_block_start", {"type": "content_block_start", "index": 0,
-                                      "content_block": {"type": "text", "text": ""}}  # fmt: skip
+        yield (
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        )
         for piece in _pieces(answer.text, answer.chunks):
             delta = {"type": "text_delta", "text": piece}
             yield "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}
@@ -359,15 +406,17 @@ def _anthropic_stream(answer: Answer, model: str) -> Iterator[tuple[str | None, 
             delta = {"type": "input_json_delta", "partial_json": part}
             yield "content_block_delta", {"type": "content_block_delta", "index": i, "delta": delta}
         yield "content_block_stop", {"type": "content_block_stop", "index": i}
-    delta = {"stop_reason": _anthropic_stop(answer), "stop_sequence": None}
-    yield "message_delta", {"type": "message_delta", "delta": delta, "usage": {"output_tokens": usage[1]}}
+    stop: dict[str, Any] = {"stop_reason": _anthropic_stop(answer), "stop_sequence": None}
+    yield "message_delta", {"type": "message_delta", "delta": stop, "usage": {"output_tokens": usage[1]}}
     yield "message_stop", {"type": "message_stop"}
 
 
 def _anthropic_cut(cut: StreamCut, model: str) -> Iterator[tuple[str | None, Any]]:
     yield _anthropic_start(model, 1)
-    yield "content_block_start", {"type": "content_block_start", "index": 0,
-                                  "content_block": {"type": "text", "text": ""}}  # fmt: skip
+    yield (
+        "content_block_start",
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+    )
     for piece in _pieces(cut.text, 2):
         delta = {"type": "text_delta", "text": piece}
         yield "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}
@@ -380,6 +429,7 @@ class _Serving:
     """uvicorn in a daemon thread with its own event loop, on a socket bound before it starts."""
 
     def __init__(self, state: ProviderServer) -> None:
+        self.state = state
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(64)
@@ -398,6 +448,7 @@ class _Serving:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.state.release_hangs()  # so shutdown does not wait for them
         self.server.should_exit = True
         self.thread.join(timeout=10)
         self.sock.close()

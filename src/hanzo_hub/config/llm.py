@@ -80,8 +80,9 @@ class LlmSettings(_Model):
     backoff_base: float = Field(default=0.5, ge=0, description="Seconds before the first retry; doubles each retry.")
     backoff_max: float = Field(default=8.0, ge=0, description="Longest wait between retries (before jitter).")
     max_retry_after: float = Field(
-        default=30.0, ge=0, description="A longer Retry-After is not waited out: the deployment cools down and the "
-        "next candidate answers.",
+        default=30.0,
+        ge=0,
+        description="A longer Retry-After is not waited out: the deployment cools down and the next candidate answers.",
     )
     cooldown: float = Field(
         default=30.0, ge=0, description="Seconds a deployment is skipped after it used up its retries."

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from hanzo_hub.config import HubSettings
 from hanzo_hub.config.llm import LlmSettings
 from hanzo_hub.errors import ConfigError
 from hanzo_hub.llm.gateway import Gateway, RouteFn
@@ -41,38 +40,40 @@ def deployments(settings: LlmSettings, vault: Vault | None) -> dict[str, Deploym
     return out
 
 
-def build_gateway(
-    settings: LlmSettings, *, home: Path, vault: Vault | None = None, route: RouteFn | None = None
-) -> Gateway | None:
-    """The gateway for ``settings`` (state under ``home``: ``llm/usage.jsonl``, ``logs/llm.jsonl``), or ``None``
-    when no provider is configured.
+def build_gateway(settings: HubSettings, vault: Vault | None = None, *, route: RouteFn | None = None) -> Gateway | None:
+    """The gateway for ``settings.llm``, or ``None`` when no provider is configured.
+
+    State lives under the hub's home: the ledger in ``<home>/llm/usage.jsonl``, the request log in
+    ``<home>/logs/llm.jsonl``. ``route`` chooses candidates for requests without a model (e.g. the learned router).
 
     Raises:
         ConfigError: a provider, key or model entry is invalid.
+        ModelNotFound: ``llm.route_models`` names an unknown model.
     """
-    if not settings.providers:
+    llm = settings.llm
+    if not llm.providers:
         return None
-    registry = load_registry(settings.models)
-    deps = deployments(settings, vault)
+    registry = load_registry(llm.models)
+    deps = deployments(llm, vault)
     secrets = dict(vault.values()) if vault is not None else {}
     secrets.update({f"llm.providers.{d.name}": d.api_key for d in deps.values() if d.api_key})
-    for model in settings.route_models:
+    for model in llm.route_models:
         registry[model]  # raises ModelNotFound (a CompletionError) for an unknown id
     retry = RetryPolicy(
-        retries=settings.retries,
-        backoff_base=settings.backoff_base,
-        backoff_max=settings.backoff_max,
-        max_retry_after=settings.max_retry_after,
-        cooldown=settings.cooldown,
+        retries=llm.retries,
+        backoff_base=llm.backoff_base,
+        backoff_max=llm.backoff_max,
+        max_retry_after=llm.max_retry_after,
+        cooldown=llm.cooldown,
     )
     return Gateway(
         registry,
         deps,
         route=route,
-        route_models=settings.route_models,
-        fallbacks=settings.fallbacks,
+        route_models=llm.route_models,
+        fallbacks=llm.fallbacks,
         retry=retry,
-        ledger=UsageLedger(home / "llm", settings.budgets),
-        limiter=RateLimiter(settings.rate_limits),
-        log=RequestLog(home / "logs", secrets, log_prompts=settings.log_prompts),
+        ledger=UsageLedger(settings.home / "llm", llm.budgets),
+        limiter=RateLimiter(llm.rate_limits),
+        log=RequestLog(settings.log_dir, secrets, log_prompts=llm.log_prompts),
     )

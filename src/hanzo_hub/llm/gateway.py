@@ -11,6 +11,7 @@ timeout. Usage and cost (exact, in :class:`~decimal.Decimal` USD) go to the ledg
 
 Streams fail over like plain calls until the first event reaches the caller; after that a failure ends the stream
 with :class:`~hanzo_hub.errors.ProviderError` (the caller has seen part of an answer, so it cannot be replayed).
+A stream that breaks or is abandoned after its first event is charged for the prompt and the output delivered.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from decimal import Decimal
 from types import TracebackType
@@ -36,12 +38,18 @@ from hanzo_hub.llm.registry import TIER_ORDER, ModelRegistry, ModelSpec
 from hanzo_hub.llm.request_log import RequestLog
 from hanzo_hub.llm.retry import Cooldowns, RetryPolicy
 from hanzo_hub.llm.tokens import TokenCounter, count_completion, count_prompt, default_counter
-from hanzo_hub.llm.types import Caller, ChatRequest, ChatResult, StreamEvent, Usage
-from hanzo_hub.llm.usage import Reservation, UsageLedger, UsageRecord, cost_of
+from hanzo_hub.llm.types import Caller, ChatMessage, ChatRequest, ChatResult, StreamEvent, Usage
+from hanzo_hub.llm.usage import Reservation, UsageLedger, UsageRecord, cost_of, usd
 
 __all__ = ["Gateway", "RouteFn", "default_route"]
 
 logger = logging.getLogger(__name__)
+
+THREADED_COUNT_CHARS = 20_000
+"""Prompts longer than this (in characters) are tokenized off the event loop."""
+
+PARTIAL_ACCOUNTING_TIMEOUT = 5.0
+"""Bound on recording a stream that failed or was abandoned (runs shielded from cancellation)."""
 
 RouteFn = Callable[[ChatRequest], Awaitable[tuple[list[str], str]]]
 """Chooses for a request without a model: ``(candidate model ids, best first; why)``."""
@@ -154,7 +162,9 @@ class Gateway:
     async def __aenter__(self) -> Gateway:
         return self
 
-    async def __aexit__(self, *exc: tuple[type[BaseException] | None, BaseException | None, TracebackType | None]) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:
@@ -191,17 +201,17 @@ class Gateway:
         elif prompt + request.max_tokens > model.context_window:
             why = f"{prompt} prompt + {request.max_tokens} max tokens exceed its {model.context_window} window"
         elif request.max_cost is not None and estimate > Decimal(str(request.max_cost)):
-            why = f"could cost ${estimate}, over max_cost ${request.max_cost}"
+            why = f"could cost ${usd(estimate)}, over max_cost ${request.max_cost}"
         if why is not None or deployment is None:
             skipped.append(f"{model_id}: {why}")
             return None
         return _Candidate(model, deployment, estimate)
 
     async def _plan(self, request: ChatRequest, caller: Caller, *, stream: bool) -> _Job:
-        ids, reason = await self._model_ids(request)
         if request.model is not None and request.model not in self.registry:
             self.registry[request.model]  # raises ModelNotFound
-        prompt = count_prompt(request.messages, request.tools, self.counter)
+        ids, reason = await self._model_ids(request)
+        prompt = await self._count_prompt(request)
         skipped: list[str] = []
         candidates = [c for m in ids if (c := self._candidate(m, request, prompt, skipped)) is not None]
         job = _Job(request, caller, stream, candidates, reason, prompt)
@@ -216,6 +226,13 @@ class Gateway:
                 await self._log_failure(job, "refused", exc)
                 raise
         return job
+
+    async def _count_prompt(self, request: ChatRequest) -> int:
+        """Prompt tokens; a long prompt is tokenized in a worker thread so the event loop keeps serving."""
+        size = sum(len(m.text()) for m in request.messages)
+        if size < THREADED_COUNT_CHARS:
+            return count_prompt(request.messages, request.tools, self.counter)
+        return await anyio.to_thread.run_sync(count_prompt, request.messages, request.tools, self.counter)
 
     def _ordered(self, job: _Job) -> list[_Candidate]:
         """Candidates in order, deployments cooling down skipped while another one is available."""
@@ -280,11 +297,7 @@ class Gateway:
                 self.cooldowns.clear(c.key)
                 return result
             job.attempts.append(self._attempt(c, "error", error, started))
-            try:
-                again = await self._after_failure(job, c, error, retry)
-            except ProviderError:
-                raise
-            if not again:
+            if not await self._after_failure(job, c, error, retry):
                 break
         return error
 
@@ -300,7 +313,7 @@ class Gateway:
         """
         job = await self._plan(request, caller, stream=False)
         failure: CompletionError | None = None
-        for index, c in enumerate(self._ordered(job)):
+        for c in self._ordered(job):
             try:
                 reservation = self._reserve(job, c)
             except BudgetExceeded as exc:
@@ -315,7 +328,7 @@ class Gateway:
                     await self._log_failure(job, "error", exc)
                 raise
             if isinstance(outcome, ChatResult):
-                return await self._finish(job, c, outcome, reservation, failover=index > 0)
+                return await self._finish(job, c, outcome, reservation)
             self._release(reservation)
             failure = outcome
         await self._fail(job, failure)
@@ -342,7 +355,7 @@ class Gateway:
         """
         job = await self._plan(request, caller, stream=True)
         failure: CompletionError | None = None
-        for index, c in enumerate(self._ordered(job)):
+        for c in self._ordered(job):
             try:
                 reservation = self._reserve(job, c)
             except BudgetExceeded as exc:
@@ -351,18 +364,21 @@ class Gateway:
                 continue
             try:
                 opened = await self._open_stream(job, c)
-                if isinstance(opened, ProviderError):
-                    self._release(reservation)
-                    failure = opened
-                    continue
-                async for event in self._relay(job, c, opened, reservation, failover=index > 0):
-                    yield event
-                return
             except BaseException as exc:
                 self._release(reservation)
                 if isinstance(exc, ProviderError):
                     await self._log_failure(job, "error", exc)
                 raise
+            if isinstance(opened, ProviderError):
+                self._release(reservation)
+                failure = opened
+                continue
+            # From the first event on, _relay owns the reservation: it records the answer, or charges the part
+            # the caller received when the stream fails or is abandoned.
+            async with aclosing(self._relay(job, c, opened, reservation)) as relay:
+                async for event in relay:
+                    yield event
+            return
         await self._fail(job, failure)
 
     async def _open_stream(
@@ -397,13 +413,13 @@ class Gateway:
         c: _Candidate,
         opened: tuple[AsyncIterator[StreamEvent], StreamEvent, float],
         reservation: Reservation | None,
-        *,
-        failover: bool,
-    ) -> AsyncIterator[StreamEvent]:
+    ) -> AsyncGenerator[StreamEvent, None]:
         events, event, started = opened
         iterator = aiter(events)
+        received: list[StreamEvent] = []
         try:
             while event.kind != "done":
+                received.append(event)
                 yield event
                 try:
                     with anyio.fail_after(c.deployment.timeout):
@@ -412,16 +428,60 @@ class Gateway:
                     raise ProviderError(c.deployment.name, "the stream stalled", retryable=True) from None
                 except StopAsyncIteration:
                     raise ProviderError(c.deployment.name, "the stream ended early", retryable=True) from None
-        except ProviderError as exc:
-            job.attempts.append(self._attempt(c, "error", exc, started))
+        except BaseException as exc:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(PARTIAL_ACCOUNTING_TIMEOUT):
+                await _close(events)
+                await self._charge_partial(job, c, received, reservation, exc, started)
             raise
-        finally:
-            await _close(events)
+        await _close(events)
         job.attempts.append(self._attempt(c, "ok", None, started))
         self.cooldowns.clear(c.key)
         assert event.result is not None
-        result = await self._finish(job, c, event.result, reservation, failover=failover)
+        result = await self._finish(job, c, event.result, reservation)
         yield StreamEvent(kind="done", result=result)
+
+    async def _charge_partial(
+        self,
+        job: _Job,
+        c: _Candidate,
+        received: Sequence[StreamEvent],
+        reservation: Reservation | None,
+        error: BaseException,
+        started: float,
+    ) -> None:
+        """A stream ended after events reached the caller: the provider bills what it generated, so the ledger
+        gets the prompt plus the received output (counted), and the log says ``error`` or ``abandoned``."""
+        failed = error if isinstance(error, ProviderError) else None
+        job.attempts.append(self._attempt(c, "error" if failed else "abandoned", failed, started))
+        text = "".join(e.text for e in received)
+        calls = tuple(e.tool_call for e in received if e.tool_call is not None)
+        message = ChatMessage(role="assistant", content=text, tool_calls=calls)
+        usage = Usage(input_tokens=job.prompt_tokens, output_tokens=count_completion(message, self.counter))
+        cost = cost_of(c.model, usage)
+        partial = ChatResult(
+            model=c.model.id,
+            provider=c.deployment.name,
+            message=message,
+            finish_reason="error",
+            usage=usage,
+            cost_usd=float(cost),
+            request_id=job.request_id,
+        )
+        if self.ledger is not None:
+            await self.ledger.record(UsageRecord.of(job.request_id, job.caller, partial, cost), reservation)
+        if self.log is not None:
+            outcome = "error" if failed else "abandoned"
+            await self.log.write_failure(
+                job.request_id,
+                job.caller,
+                job.request,
+                outcome,
+                error,
+                job.attempts,
+                job.stream,
+                partial=partial,
+                cost=cost,
+            )
 
     # ---- accounting ----
 
@@ -433,12 +493,12 @@ class Gateway:
         )
 
     async def _finish(
-        self, job: _Job, c: _Candidate, result: ChatResult, reservation: Reservation | None, *, failover: bool
+        self, job: _Job, c: _Candidate, result: ChatResult, reservation: Reservation | None
     ) -> ChatResult:
         usage = self._usage(job, result)
         cost = cost_of(c.model, usage)
         reason = job.reason
-        if failover:
+        if c is not job.candidates[0]:
             failed = [a["model"] for a in job.attempts if a["outcome"] != "ok"]
             reason += f"; failover after {', '.join(dict.fromkeys(failed))}"
         final = result.model_copy(

@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 
 from hanzo_hub.llm.types import Caller, ChatRequest, ChatResult
+from hanzo_hub.llm.usage import usd
 from hanzo_hub.sandbox.vault import Redactor
 
 __all__ = ["LOG_FILE", "SECRET_KEYS", "RequestLog"]
@@ -83,7 +84,7 @@ class RequestLog:
             provider=result.provider,
             input_tokens=result.usage.input_tokens,
             output_tokens=result.usage.output_tokens,
-            cost_usd=str(cost),
+            cost_usd=usd(cost),
             latency_ms=result.latency_ms,
             finish_reason=result.finish_reason,
             reason=result.reason,
@@ -102,10 +103,26 @@ class RequestLog:
         error: BaseException,
         attempts: Sequence[Mapping[str, Any]],
         stream: bool,
+        *,
+        partial: ChatResult | None = None,
+        cost: Decimal | None = None,
     ) -> None:
-        """Log a refused (``outcome="refused"``) or failed (``"error"``) request."""
+        """Log a refused (``outcome="refused"``), failed (``"error"``) or abandoned stream (``"abandoned"``).
+
+        ``partial`` is what a broken stream delivered before it ended, charged at ``cost``.
+        """
         entry = self._base(request_id, caller, request, stream)
         entry.update(outcome=outcome, error_type=type(error).__name__, error=str(error), attempts=list(attempts))
+        if partial is not None:
+            entry.update(
+                model=partial.model,
+                provider=partial.provider,
+                input_tokens=partial.usage.input_tokens,
+                output_tokens=partial.usage.output_tokens,
+                cost_usd=usd(cost if cost is not None else Decimal(0)),
+            )
+            if self.log_prompts:
+                entry["answer"] = partial.message.model_dump(mode="json")
         await self._write(entry)
 
     async def _write(self, entry: dict[str, Any]) -> None:

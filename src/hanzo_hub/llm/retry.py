@@ -26,7 +26,7 @@ class RetryPolicy:
 
     def backoff(self, retry: int, rng: random.Random) -> float:
         """Seconds before retry number ``retry`` (0-based): "equal jitter", half fixed and half random."""
-        ceiling = min(self.backoff_max, self.backoff_base * 2**retry)
+        ceiling = min(self.backoff_max, self.backoff_base * 2.0**retry)
         return ceiling / 2 + rng.uniform(0, ceiling / 2)
 
     def wait(self, retry: int, retry_after: float | None, rng: random.Random) -> float | None:

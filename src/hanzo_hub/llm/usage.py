@@ -27,7 +27,7 @@ from hanzo_hub.errors import BudgetExceeded
 from hanzo_hub.llm.registry import ModelSpec
 from hanzo_hub.llm.types import Caller, ChatResult, Usage
 
-__all__ = ["LEDGER_FILE", "Reservation", "UsageLedger", "UsageRecord", "cost_of"]
+__all__ = ["LEDGER_FILE", "Reservation", "Totals", "UsageLedger", "UsageRecord", "cost_of", "usd"]
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +39,12 @@ PERIODS = ("day", "month", "total")
 def cost_of(model: ModelSpec, usage: Usage) -> Decimal:
     """Exact USD cost of ``usage`` at ``model``'s prices (per million tokens)."""
     price_in, price_out = Decimal(str(model.price_in)), Decimal(str(model.price_out))
-    return (usage.input_tokens * price_in + usage.output_tokens * price_out) / MILLION
+    return ((usage.input_tokens * price_in + usage.output_tokens * price_out) / MILLION).normalize()
+
+
+def usd(amount: Decimal) -> str:
+    """``amount`` as plain decimal text (never scientific notation): ``0.0000045``."""
+    return format(amount.normalize(), "f")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +78,7 @@ class UsageRecord:
 
     def to_json(self) -> str:
         data: dict[str, Any] = {k: getattr(self, k) for k in self.__slots__}
-        data["cost_usd"] = str(self.cost_usd)
+        data["cost_usd"] = usd(self.cost_usd)
         return json.dumps(data, separators=(",", ":"))
 
     @classmethod
@@ -97,8 +102,12 @@ class Totals:
     cost_usd: Decimal = Decimal(0)
 
     def plus(self, r: UsageRecord) -> Totals:
-        return Totals(self.requests + 1, self.input_tokens + r.input_tokens, self.output_tokens + r.output_tokens,
-                      self.cost_usd + r.cost_usd)  # fmt: skip
+        return Totals(
+            self.requests + 1,
+            self.input_tokens + r.input_tokens,
+            self.output_tokens + r.output_tokens,
+            self.cost_usd + r.cost_usd,
+        )
 
 
 class Reservation:
@@ -204,7 +213,7 @@ class UsageLedger:
                     continue
                 used = self.spent(scope, period) + self._pending[scope]
                 if used + estimate > limit:
-                    raise BudgetExceeded(scope, period, limit=str(limit), spent=str(used), estimate=str(estimate))
+                    raise BudgetExceeded(scope, period, limit=usd(limit), spent=usd(used), estimate=usd(estimate))
         for scope in scopes:
             self._pending[scope] += estimate
         return Reservation(self, scopes, estimate)

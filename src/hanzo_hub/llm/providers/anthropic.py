@@ -125,8 +125,9 @@ def from_anthropic_response(data: Any, provider: str, model: ModelSpec) -> ChatR
             calls.append(ToolCall(id=str(block.get("id", "")), name=str(block.get("name", "")), arguments=args))
     message = ChatMessage(role="assistant", content="".join(text), tool_calls=tuple(calls))
     finish = _STOP.get(str(data.get("stop_reason")), "stop")
-    return ChatResult(model=model.id, provider=provider, message=message, finish_reason=finish,
-                      usage=_usage(data.get("usage")))  # fmt: skip
+    return ChatResult(
+        model=model.id, provider=provider, message=message, finish_reason=finish, usage=_usage(data.get("usage"))
+    )
 
 
 @dataclass
@@ -154,8 +155,9 @@ class _StreamState:
             self.input_tokens = _usage(event.get("message", {}).get("usage")).input_tokens
         elif kind == "content_block_start":
             block = event.get("content_block") or {}
-            self.blocks[int(event.get("index", 0))] = _Block(str(block.get("type")), str(block.get("id", "")),
-                                                             str(block.get("name", "")))  # fmt: skip
+            self.blocks[int(event.get("index", 0))] = _Block(
+                str(block.get("type")), str(block.get("id", "")), str(block.get("name", ""))
+            )
         elif kind == "content_block_delta":
             return self._delta(int(event.get("index", 0)), event.get("delta") or {})
         elif kind == "content_block_stop":
@@ -210,9 +212,11 @@ class AnthropicProvider:
         body = to_anthropic_body(request, model.wire_name)
         with map_http_errors(deployment.name):
             response = await self._http.post(
-                deployment.url("v1/messages"), json=body, headers=self._headers(deployment),
+                deployment.url("v1/messages"),
+                json=body,
+                headers=self._headers(deployment),
                 timeout=deployment.timeout,
-            )  # fmt: skip
+            )
         if response.status_code >= 400:
             raise error_from_response(deployment.name, response.status_code, response.headers, response.content)
         try:
@@ -229,14 +233,15 @@ class AnthropicProvider:
         state = _StreamState()
         with map_http_errors(deployment.name):
             async with self._http.stream(
-                "POST", deployment.url("v1/messages"), json=body, headers=self._headers(deployment),
+                "POST",
+                deployment.url("v1/messages"),
+                json=body,
+                headers=self._headers(deployment),
                 timeout=deployment.timeout,
-            ) as response:  # fmt: skip
+            ) as response:
                 if response.status_code >= 400:
                     await response.aread()
-                    raise error_from_response(
-                        deployment.name, response.status_code, response.headers, response.content
-                    )
+                    raise error_from_response(deployment.name, response.status_code, response.headers, response.content)
                 async for sse in httpx2.EventSource(response):
                     event = _event(sse.data, deployment.name)
                     try:
@@ -253,8 +258,9 @@ class AnthropicProvider:
         message = ChatMessage(role="assistant", content="".join(state.text), tool_calls=calls)
         usage = Usage(input_tokens=state.input_tokens, output_tokens=state.output_tokens)
         finish = state.finish or ("tool_calls" if calls else "stop")
-        result = ChatResult(model=model.id, provider=deployment.name, message=message, finish_reason=finish,
-                            usage=usage)  # fmt: skip
+        result = ChatResult(
+            model=model.id, provider=deployment.name, message=message, finish_reason=finish, usage=usage
+        )
         yield StreamEvent(kind="done", result=result)
 
 

@@ -132,8 +132,11 @@ def _tool_calls(raw: Any) -> tuple[ToolCall, ...]:
         function = item.get("function") if isinstance(item, dict) else None
         if not isinstance(function, dict) or not isinstance(function.get("name"), str):
             raise ValueError("a tool call needs 'function.name'")
-        calls.append(ToolCall(id=str(item.get("id") or ""), name=function["name"], arguments=_arguments(
-            function.get("arguments"))))  # fmt: skip
+        calls.append(
+            ToolCall(
+                id=str(item.get("id") or ""), name=function["name"], arguments=_arguments(function.get("arguments"))
+            )
+        )
     return tuple(calls)
 
 
@@ -198,8 +201,9 @@ def _parse_tools(raw: Any) -> tuple[ToolSpec, ...]:
         if not isinstance(function, dict) or not isinstance(function.get("name"), str):
             raise ValueError("each tool needs 'function.name'")
         schema = function.get("parameters") or {"type": "object"}
-        tools.append(ToolSpec(name=function["name"], description=function.get("description") or "",
-                              input_schema=schema))  # fmt: skip
+        tools.append(
+            ToolSpec(name=function["name"], description=function.get("description") or "", input_schema=schema)
+        )
     return tuple(tools)
 
 
@@ -252,8 +256,9 @@ def _result(data: Any, provider: str, model: ModelSpec) -> ChatResult:
     except (KeyError, IndexError, TypeError, ValueError) as exc:
         raise invalid_response(provider, f"no readable choice ({exc})") from exc
     finish = _FINISH.get(str(choice.get("finish_reason")), "stop")
-    return ChatResult(model=model.id, provider=provider, message=message, finish_reason=finish,
-                      usage=_usage(data.get("usage")))  # fmt: skip
+    return ChatResult(
+        model=model.id, provider=provider, message=message, finish_reason=finish, usage=_usage(data.get("usage"))
+    )
 
 
 # ---- server side: neutral -> OpenAI responses ----
@@ -414,9 +419,7 @@ class OpenAICompatProvider:
             ) as response:
                 if response.status_code >= 400:
                     await response.aread()
-                    raise error_from_response(
-                        deployment.name, response.status_code, response.headers, response.content
-                    )
+                    raise error_from_response(deployment.name, response.status_code, response.headers, response.content)
                 async for sse in httpx2.EventSource(response):
                     if sse.data.strip() == "[DONE]":
                         done = True
