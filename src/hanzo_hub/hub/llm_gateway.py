@@ -33,9 +33,7 @@ async def open_gateway(settings: HubSettings, route: RouteFn) -> AsyncIterator[t
         VaultError: a provider names a secret and the vault cannot be read.
     """
     vault = await anyio.to_thread.run_sync(_vault, settings)
-    gateway = await anyio.to_thread.run_sync(
-        lambda: build_gateway(settings.llm, home=settings.home, vault=vault, route=route)
-    )
+    gateway = await anyio.to_thread.run_sync(lambda: build_gateway(settings, vault, route=route))
     assert gateway is not None  # only called with providers configured
     async with gateway:
         yield gateway, gateway.ledger
