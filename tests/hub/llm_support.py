@@ -34,3 +34,5 @@ NO_MEMORY = {"embedder": "fake"}
 """Memory off, but the router's embedder (the shared one, ``memory.embedder``) is the fake one: no model loads."""
 FAKE = {"embedder": "fake"}
 """Exposure settings whose tool search (used by ``chat`` to pick tools) embeds with the fake embedder."""
+BACKENDS = {"call_timeout": 60.0}
+"""The first routed call builds the router (imports torch): on a loaded machine that can pass the 10 s test bound."""

@@ -10,7 +10,7 @@ import httpx2
 
 from hanzo_hub.transports.auth import token_digest
 from tests.conftest import MakeSettings, inproc, serve_http_in_process
-from tests.hub.llm_support import NO_MEMORY, llm_section
+from tests.hub.llm_support import BACKENDS, NO_MEMORY, llm_section
 from tests.llm.providers_server import Answer, ProviderServer, _provider_server_module, provider_server
 
 __all__ = ["_provider_server_module", "provider_server"]
@@ -27,7 +27,9 @@ async def test_chat_completions_answers_with_the_router(
     make_settings: MakeSettings, provider_server: ProviderServer
 ) -> None:
     provider_server.script("p", Answer("hi there", usage=(30, 4)))
-    settings = make_settings({"alpha": inproc("alpha")}, llm=llm_section(provider_server), memory=NO_MEMORY)
+    settings = make_settings(
+        {"alpha": inproc("alpha")}, llm=llm_section(provider_server), backends=BACKENDS, memory=NO_MEMORY
+    )
     async with serve_http_in_process(settings) as url, httpx2.AsyncClient(timeout=10) as http:
         response = await http.post(f"{_base(url)}/v1/chat/completions", json=BODY)
         bad = await http.post(f"{_base(url)}/v1/chat/completions", json={"messages": []})
@@ -46,7 +48,9 @@ async def test_chat_completions_streams_server_sent_events(
     make_settings: MakeSettings, provider_server: ProviderServer
 ) -> None:
     provider_server.script("p", Answer("streamed answer text", chunks=3))
-    settings = make_settings({"alpha": inproc("alpha")}, llm=llm_section(provider_server), memory=NO_MEMORY)
+    settings = make_settings(
+        {"alpha": inproc("alpha")}, llm=llm_section(provider_server), backends=BACKENDS, memory=NO_MEMORY
+    )
     async with (
         serve_http_in_process(settings) as url,
         httpx2.AsyncClient(timeout=10) as http,
@@ -70,7 +74,9 @@ async def test_chat_completions_needs_a_token_when_auth_is_on(
 ) -> None:
     provider_server.script("p", Answer("for bob"))
     auth = {"tokens": [{"user": "bob", "sha256": token_digest(TOKEN)}]}
-    settings = make_settings({"alpha": inproc("alpha")}, llm=llm_section(provider_server), memory=NO_MEMORY, auth=auth)
+    settings = make_settings(
+        {"alpha": inproc("alpha")}, llm=llm_section(provider_server), backends=BACKENDS, memory=NO_MEMORY, auth=auth
+    )
     async with serve_http_in_process(settings) as url, httpx2.AsyncClient(timeout=10) as http:
         endpoint = f"{_base(url)}/v1/chat/completions"
         anonymous = await http.post(endpoint, json=BODY)

@@ -15,7 +15,7 @@ from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.llm_runtime import NO_PROVIDER
 from hanzo_hub.hub.server import build_server
 from tests.conftest import MakeSettings, inproc
-from tests.hub.llm_support import FAKE, MEMORY, NO_MEMORY, llm_section
+from tests.hub.llm_support import BACKENDS, FAKE, MEMORY, NO_MEMORY, llm_section
 from tests.llm.providers_server import Answer, Fail, ProviderServer, _provider_server_module, provider_server
 
 __all__ = ["_provider_server_module", "provider_server"]
@@ -57,7 +57,9 @@ async def test_complete_names_model_cost_reason_and_request_id(
     make_settings: MakeSettings, provider_server: ProviderServer, mode: str
 ) -> None:
     provider_server.script("p", Answer("four", usage=(1000, 200)))
-    settings = make_settings({"alpha": inproc("alpha")}, llm=llm_section(provider_server), memory=NO_MEMORY)
+    settings = make_settings(
+        {"alpha": inproc("alpha")}, llm=llm_section(provider_server), backends=BACKENDS, memory=NO_MEMORY
+    )
     async with Hub.open(settings) as hub, Client(build_server(hub), mode=mode) as client:
         result = await client.call_tool("llm__complete", {"prompt": "2+2?", "max_tokens": 50})
         report = await _read(client, "llm://usage")
@@ -81,7 +83,9 @@ async def test_complete_fails_over_and_reports_a_failure_as_an_error_result(
     make_settings: MakeSettings, provider_server: ProviderServer
 ) -> None:
     provider_server.script("p", Fail(500), Fail(500))
-    settings = make_settings({"alpha": inproc("alpha")}, llm=llm_section(provider_server), memory=NO_MEMORY)
+    settings = make_settings(
+        {"alpha": inproc("alpha")}, llm=llm_section(provider_server), backends=BACKENDS, memory=NO_MEMORY
+    )
     async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
         result = await client.call_tool("llm__complete", {"prompt": "hi"})
         bad = await client.call_tool("llm__complete", {"messages": [{"role": "robot", "content": "x"}]})
@@ -94,7 +98,9 @@ async def test_complete_fails_over_and_reports_a_failure_as_an_error_result(
 
 
 async def test_explicit_model_is_used(make_settings: MakeSettings, provider_server: ProviderServer) -> None:
-    settings = make_settings({"alpha": inproc("alpha")}, llm=llm_section(provider_server), memory=NO_MEMORY)
+    settings = make_settings(
+        {"alpha": inproc("alpha")}, llm=llm_section(provider_server), backends=BACKENDS, memory=NO_MEMORY
+    )
     async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
         result = await client.call_tool("llm__complete", {"prompt": "hi", "model": "big"})
     assert result.structured_content is not None
@@ -105,7 +111,9 @@ async def test_explicit_model_is_used(make_settings: MakeSettings, provider_serv
 async def test_feedback_rewards_the_routed_request_and_persists(
     make_settings: MakeSettings, provider_server: ProviderServer
 ) -> None:
-    settings = make_settings({"alpha": inproc("alpha")}, llm=llm_section(provider_server), memory=NO_MEMORY)
+    settings = make_settings(
+        {"alpha": inproc("alpha")}, llm=llm_section(provider_server), backends=BACKENDS, memory=NO_MEMORY
+    )
     async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
         done = await client.call_tool("llm__complete", {"prompt": "write a haiku about the sea"})
         assert done.structured_content is not None
@@ -130,7 +138,9 @@ async def test_feedback_rewards_the_routed_request_and_persists(
 async def test_models_resource_lists_the_routable_models(
     make_settings: MakeSettings, provider_server: ProviderServer
 ) -> None:
-    settings = make_settings({"alpha": inproc("alpha")}, llm=llm_section(provider_server), memory=NO_MEMORY)
+    settings = make_settings(
+        {"alpha": inproc("alpha")}, llm=llm_section(provider_server), backends=BACKENDS, memory=NO_MEMORY
+    )
     async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
         listed = await _read(client, "llm://models")
     rows = {m["id"]: m for m in listed["models"]}
@@ -152,7 +162,9 @@ async def test_chat_runs_catalog_tools_through_the_hub_and_remembers(
         Answer("echo said ping; 2+3=5", usage=(50, 10)),
         Answer("you asked me to echo ping before"),
     )
-    settings = make_settings({"alpha": inproc("alpha")}, llm=llm_section(provider_server), memory=MEMORY, exposure=FAKE)
+    settings = make_settings(
+        {"alpha": inproc("alpha")}, llm=llm_section(provider_server), backends=BACKENDS, memory=MEMORY, exposure=FAKE
+    )
     async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
         first = await client.call_tool("llm__chat", {"message": "echo ping and add 2 and 3"})
         second = await client.call_tool("llm__chat", {"message": "echo ping and add 2 and 3", "use_tools": False})
@@ -187,7 +199,12 @@ async def test_chat_tool_calls_pass_the_policy_guard(
     )
     sandbox = {"servers": {"alpha": {"tools": {"echo": {"enabled": False}}}}}
     settings = make_settings(
-        {"alpha": inproc("alpha")}, llm=llm_section(provider_server), memory=NO_MEMORY, sandbox=sandbox, exposure=FAKE
+        {"alpha": inproc("alpha")},
+        llm=llm_section(provider_server),
+        backends=BACKENDS,
+        memory=NO_MEMORY,
+        sandbox=sandbox,
+        exposure=FAKE,
     )
     async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
         result = await client.call_tool("llm__chat", {"message": "echo x"})
@@ -205,7 +222,7 @@ async def test_chat_stops_calling_tools_after_the_turn_budget(
     calls = tuple((f"c{i}", "alpha__add", {"a": i, "b": 1}) for i in range(MAX_TOOL_CALLS + 3))
     provider_server.script("p", Answer(tool_calls=calls), Answer("done"))
     settings = make_settings(
-        {"alpha": inproc("alpha")}, llm=llm_section(provider_server), memory=NO_MEMORY, exposure=FAKE
+        {"alpha": inproc("alpha")}, llm=llm_section(provider_server), backends=BACKENDS, memory=NO_MEMORY, exposure=FAKE
     )
     async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
         result = await client.call_tool("llm__chat", {"message": "add a lot"})
