@@ -46,6 +46,26 @@ async def test_without_a_provider_the_tools_list_and_answer_a_clear_error(make_s
     assert NO_PROVIDER in _text(result)
 
 
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_without_a_provider_complete_uses_the_clients_model(make_settings: MakeSettings, mode: str) -> None:
+    seen: list[types.CreateMessageRequestParams] = []
+
+    async def sampling(ctx: object, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        seen.append(params)
+        text = types.TextContent(type="text", text="from the client's model")
+        return types.CreateMessageResult(role="assistant", content=text, model="client-llm")
+
+    settings = make_settings({"alpha": inproc("alpha")}, llm={"enabled": True})
+    async with Hub.open(settings) as hub, Client(build_server(hub), mode=mode, sampling_callback=sampling) as client:
+        result = await client.call_tool("llm__complete", {"prompt": "hi", "system": "be brief", "max_tokens": 7})
+    assert not result.is_error, _text(result)
+    assert _text(result) == "from the client's model"
+    assert result.structured_content is not None
+    assert (result.structured_content["model"], result.structured_content["provider"]) == ("client-llm", "client")
+    [params] = seen
+    assert (params.system_prompt, params.max_tokens) == ("be brief", 7)
+
+
 async def test_no_llm_server_unless_configured(make_settings: MakeSettings) -> None:
     async with Hub.open(make_settings({"alpha": inproc("alpha")})) as hub, Client(build_server(hub)) as client:
         names = {t.name for t in (await client.list_tools()).tools}

@@ -113,7 +113,10 @@ class Hub:
             local[MEMORY_SERVER] = build_memory(settings)
         self.llm = LlmRuntime(settings)
         if wants_llm(settings) and LLM_SERVER not in configured:
-            configured[LLM_SERVER] = InprocServerSpec(target="hanzo_hub.hub.llm_mount:build_llm_server")
+            # Handshake era: complete's fallback to the client's model sends a sampling request during the call.
+            configured[LLM_SERVER] = InprocServerSpec(
+                target="hanzo_hub.hub.llm_mount:build_llm_server", protocol="legacy"
+            )
             local[LLM_SERVER] = build_llm_server(self, self.llm)
         servers = {name: spec for name, spec in configured.items() if spec.enabled}
         self._servers = servers

@@ -7,7 +7,8 @@ is configured) and ``llm://usage`` (the asking user's spend by model, project an
 
 It is mounted like the memory server (``hub/memory_mount.py``): started on first use, with the hub stamping who is
 asking (user, project, session) into each forwarded request's ``_meta``; anything a client put there is overwritten.
-Without a provider the tools still list and answer a clear error (``NO_PROVIDER``).
+Without a provider the tools still list and answer a clear error (``NO_PROVIDER``); ``complete`` first tries the
+client's own model through sampling, when the client can sample.
 """
 
 from __future__ import annotations
@@ -16,10 +17,13 @@ import json
 from contextvars import ContextVar
 from typing import Annotated, Any, Literal
 
+import anyio
 import mcp_types as types
+from mcp import MCPError
 from mcp.server import MCPServer
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context
+from mcp.shared.message import ServerMessageMetadata
 from pydantic import Field
 
 from hanzo_hub.errors import HubError
@@ -32,6 +36,8 @@ from hanzo_hub.llm.types import Caller, ChatMessage, ChatRequest, ChatResult
 __all__ = ["LLM_SERVER", "build_llm_server", "chat_messages", "result_fields"]
 
 LLM_SERVER = "llm"
+CLIENT_SAMPLING_TIMEOUT = 120.0
+"""Bound on the client's answer when ``complete`` falls back to the client's model."""
 Policy = Literal["quality_first", "balanced", "cost_first"]
 
 
@@ -114,8 +120,6 @@ def _register_complete(mcp: MCPServer, runtime: LlmRuntime, local_user: str) -> 
         temperature: Annotated[float | None, Field(ge=0, le=2)] = None,
         max_cost: Annotated[float | None, Field(ge=0)] = None,
     ) -> types.CallToolResult:
-        if not runtime.available:
-            return _error(NO_PROVIDER)
         who = _who(ctx, local_user)
         try:
             history = chat_messages(messages)
@@ -129,12 +133,50 @@ def _register_complete(mcp: MCPServer, runtime: LlmRuntime, local_user: str) -> 
             messages=(*head, *history, *tail), model=model, policy=policy, max_tokens=max_tokens,
             temperature=temperature, max_cost=max_cost,
         )  # fmt: skip
+        if not runtime.available:
+            return await _complete_by_client(ctx, request)
         try:
             result = await runtime.chat(request, Caller(user=who.user, project=who.project))
         except HubError as exc:
             return _error(f"completion failed: {exc}")
         text = types.TextContent(type="text", text=result.message.text())
         return types.CallToolResult(content=[text], structured_content=result_fields(result))
+
+
+async def _complete_by_client(ctx: Context[Any, Any], request: ChatRequest) -> types.CallToolResult:
+    """Without a provider, ``complete`` asks the client's own model (sampling, relayed by the hub to the client).
+
+    The hub talks to this server in the handshake era, so the request rides the client's call; a client that
+    cannot sample gets ``NO_PROVIDER``.
+    """
+    system = "\n".join(m.text() for m in request.messages if m.role == "system") or None
+    messages = [
+        types.SamplingMessage(role=m.role, content=types.TextContent(type="text", text=m.text()))
+        for m in request.messages
+        if m.role in ("user", "assistant")
+    ]
+    params = types.CreateMessageRequestParams(
+        messages=messages, system_prompt=system, max_tokens=request.max_tokens, temperature=request.temperature
+    )
+    metadata = ServerMessageMetadata(related_request_id=ctx.request_context.request_id)
+    try:
+        with anyio.fail_after(CLIENT_SAMPLING_TIMEOUT):
+            answer = await ctx.session.send_request(
+                types.CreateMessageRequest(params=params), types.CreateMessageResult, metadata=metadata
+            )
+    except (MCPError, TimeoutError):
+        return _error(f"{NO_PROVIDER} (and the client did not answer a sampling request)")
+    text = answer.content.text if isinstance(answer.content, types.TextContent) else ""
+    structured = {
+        "model": answer.model,
+        "provider": "client",
+        "cost_usd": 0.0,
+        "reason": "client sampling (no provider configured)",
+        "usage": {"input_tokens": 0, "output_tokens": 0},
+        "request_id": "",
+        "finish_reason": "length" if answer.stop_reason == "maxTokens" else "stop",
+    }
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=structured)
 
 
 def _register_chat(mcp: MCPServer, runtime: LlmRuntime, pipeline: ChatPipeline, local_user: str) -> None:
