@@ -97,3 +97,17 @@ async def test_chat_completions_without_a_provider_is_503(make_settings: MakeSet
         response = await http.post(f"{_base(url)}/v1/chat/completions", json=BODY)
     assert response.status_code == 503
     assert "no LLM provider configured" in response.json()["error"]["message"]
+
+
+async def test_a_request_over_budget_is_refused_before_any_spend(
+    make_settings: MakeSettings, provider_server: ProviderServer
+) -> None:
+    llm = llm_section(provider_server, budgets={"default_user": {"total": "0.000001"}})
+    settings = make_settings({"alpha": inproc("alpha")}, llm=llm, backends=BACKENDS, memory=NO_MEMORY)
+    async with serve_http_in_process(settings) as url, httpx2.AsyncClient(timeout=10) as http:
+        response = await http.post(f"{_base(url)}/v1/chat/completions", json=BODY)
+        streamed = await http.post(f"{_base(url)}/v1/chat/completions", json={**BODY, "stream": True})
+    assert response.status_code == 402
+    assert response.json()["error"]["code"] == "insufficient_quota"
+    assert streamed.status_code == 402
+    assert provider_server.requests("p") == []
