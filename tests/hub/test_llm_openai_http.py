@@ -7,10 +7,13 @@ import json
 from typing import Any
 
 import httpx2
+import mcp_types as types
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from hanzo_hub.transports.auth import token_digest
 from tests.conftest import MakeSettings, inproc, serve_http_in_process
-from tests.hub.llm_support import BACKENDS, NO_MEMORY, llm_section
+from tests.hub.llm_support import BACKENDS, MEMORY, NO_MEMORY, llm_section
 from tests.llm.providers_server import Answer, ProviderServer, _provider_server_module, provider_server
 
 __all__ = ["_provider_server_module", "provider_server"]
@@ -111,3 +114,42 @@ async def test_a_request_over_budget_is_refused_before_any_spend(
     assert response.json()["error"]["code"] == "insufficient_quota"
     assert streamed.status_code == 402
     assert provider_server.requests("p") == []
+
+
+async def _chat_as(url: str, token: str, message: str) -> types.CallToolResult:
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http,
+        Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
+    ):
+        return await client.call_tool("llm__chat", {"message": message, "use_tools": False})
+
+
+async def _memories_of(url: str, token: str) -> list[str]:
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http,
+        Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
+    ):
+        listed = await client.call_tool("memory__list_memories", {"tier": "project"})
+    assert listed.structured_content is not None
+    return [m["content"] for m in listed.structured_content["memories"]]
+
+
+async def test_chat_over_http_acts_for_the_token_user(
+    make_settings: MakeSettings, provider_server: ProviderServer
+) -> None:
+    provider_server.script("p", Answer("noted, bob"))
+    other = "hh-test-token-for-alice"
+    auth = {
+        "tokens": [{"user": "bob", "sha256": token_digest(TOKEN)}, {"user": "alice", "sha256": token_digest(other)}]
+    }
+    settings = make_settings(
+        {"alpha": inproc("alpha")}, llm=llm_section(provider_server), backends=BACKENDS, memory=MEMORY, auth=auth
+    )
+    async with serve_http_in_process(settings) as url:
+        said = await _chat_as(url, TOKEN, "my locker code is 4711")
+        bobs, alices = await _memories_of(url, TOKEN), await _memories_of(url, other)
+    assert not said.is_error, said.content
+    assert bobs == ["User: my locker code is 4711\nAssistant: noted, bob"]
+    assert alices == []
+    usage = [json.loads(line) for line in (settings.home / "llm" / "usage.jsonl").read_text().splitlines()]
+    assert [(u["user"], u["project"]) for u in usage] == [("bob", "default")]
