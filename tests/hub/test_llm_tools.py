@@ -10,6 +10,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
+from hanzo_hub.hub import llm_route
 from hanzo_hub.hub.chat import MAX_TOOL_CALLS
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.llm_runtime import NO_PROVIDER
@@ -253,3 +254,25 @@ async def test_chat_stops_calling_tools_after_the_turn_budget(
     refused = [m for m in final["messages"] if m["role"] == "tool" and m["content"].startswith("not called")]
     assert len(refused) == 3
     assert _text(result) == "done"
+
+
+async def test_a_trained_router_decides_and_says_so(
+    make_settings: MakeSettings, provider_server: ProviderServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(llm_route, "ROUTER_MIN_FEEDBACK", 1)
+    settings = make_settings(
+        {"alpha": inproc("alpha")}, llm=llm_section(provider_server), backends=BACKENDS, memory=NO_MEMORY
+    )
+    async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
+        first = await client.call_tool("llm__complete", {"prompt": "fix this python bug"})
+        assert first.structured_content is not None
+        await client.call_tool("llm__feedback", {"request_id": first.structured_content["request_id"], "rating": 1})
+        second = await client.call_tool("llm__complete", {"prompt": "fix this python bug too"})
+        assert second.structured_content is not None
+        rated = await client.call_tool(
+            "llm__feedback", {"request_id": second.structured_content["request_id"], "rating": 0.5}
+        )
+    assert first.structured_content["reason"].startswith("tier order (router untrained: 0/1 ratings)")
+    assert second.structured_content["reason"].startswith("router: ")
+    assert second.structured_content["model"] in {"small", "big"}
+    assert not rated.is_error
