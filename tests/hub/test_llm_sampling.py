@@ -4,6 +4,7 @@ a tool call; the client has no sampling capability, so the hub answers with its 
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import mcp_types as types
 import pytest
@@ -64,7 +65,7 @@ async def test_sampling_client_mode_never_uses_the_router(
 async def test_a_client_that_can_sample_still_answers_first(
     make_settings: MakeSettings, provider_server: ProviderServer
 ) -> None:
-    async def sampling(ctx: object, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+    async def sampling(ctx: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
         return types.CreateMessageResult(
             role="assistant", content=types.TextContent(type="text", text="client answer"), model="client-model"
         )

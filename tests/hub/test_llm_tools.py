@@ -51,7 +51,7 @@ async def test_without_a_provider_the_tools_list_and_answer_a_clear_error(make_s
 async def test_without_a_provider_complete_uses_the_clients_model(make_settings: MakeSettings, mode: str) -> None:
     seen: list[types.CreateMessageRequestParams] = []
 
-    async def sampling(ctx: object, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+    async def sampling(ctx: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
         seen.append(params)
         text = types.TextContent(type="text", text="from the client's model")
         return types.CreateMessageResult(role="assistant", content=text, model="client-llm")
@@ -143,7 +143,7 @@ async def test_feedback_rewards_the_routed_request_and_persists(
         again = await client.call_tool("llm__feedback", {"request_id": request_id, "rating": "regenerated"})
         unknown = await client.call_tool("llm__feedback", {"request_id": "nope", "rating": 1})
         out_of_range = await client.call_tool("llm__feedback", {"request_id": request_id, "rating": 3})
-        bandit_steps = hub.llm.planner._router.bandit.steps  # type: ignore[union-attr]
+        bandit_steps = hub.llm.planner._router.bandit.steps
     assert not rated.is_error, _text(rated)
     assert rated.structured_content == {"request_id": request_id, "model": "small", "quality": 0.75}
     assert again.structured_content is not None
