@@ -4,7 +4,9 @@
 2. Select the tools for the message from the hub's catalog (the selection pipeline), within the system+tools share.
 3. Keep the most recent history that fits the history share.
 4. Route and generate; every tool call the model makes goes through the hub's normal call path (policy guard,
-   audit, sandbox) as the asking user, at most ``MAX_TOOL_CALLS`` per turn; then the model gives its final answer.
+   audit, sandbox) as the asking user in the client's session, at most ``MAX_TOOL_CALLS`` per turn; then the model
+   gives its final answer. One ``chat`` call is one turn for the guard: its per-turn limit counts these calls (a
+   refusal reaches the model as the tool's result), and they spend the client session's budget and the user's rates.
 5. Remember the exchange in the project tier, tagged ``chat`` (when memory is enabled), so later turns recall it
    whichever session they come from.
 
@@ -15,8 +17,10 @@ when the router chooses, the smallest window among the eligible candidates, so t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -156,9 +160,11 @@ class ChatPipeline:
         result = await self.hub.call_tool(name, {"content": content, "tier": "project", "tags": ["chat"]})
         return isinstance(result, types.CallToolResult) and not result.is_error
 
-    async def _call(self, call: ToolCall) -> tuple[str, bool]:
+    async def _call(self, call: ToolCall, who: Acting) -> tuple[str, bool]:
+        """One of the model's tool calls, made as ``who`` in its turn (the guard's per-turn unit)."""
         try:
-            result = await self.hub.call_tool(call.name, call.arguments)
+            with acting_as(who.user, who.project, who.session, who.turn):
+                result = await self.hub.call_tool(call.name, call.arguments)
         except HubError as exc:  # unknown tool, downstream protocol error: the model hears why
             return f"error: {exc}", True
         except Exception as exc:  # an MCPError from the downstream
@@ -171,10 +177,11 @@ class ChatPipeline:
         Raises:
             CompletionError: no provider, no eligible model, budget refused, every candidate failed.
         """
-        with acting_as(who.user, who.project, who.session):
-            return await self._run(turn, Caller(user=who.user, project=who.project))
+        with acting_as(who.user, who.project, who.session):  # memory recall and remember: outside the model's turn
+            in_turn = dataclasses.replace(who, turn=f"chat-{uuid.uuid4().hex[:16]}")
+            return await self._run(turn, Caller(user=who.user, project=who.project), in_turn)
 
-    async def _run(self, turn: ChatTurn, caller: Caller) -> ChatOutcome:
+    async def _run(self, turn: ChatTurn, caller: Caller, who: Acting) -> ChatOutcome:
         window = _context_window(self.runtime, turn)
         shares = {k: int(window * v) for k, v in BUDGET.items()}
         answer_tokens = max(16, min(turn.max_tokens or shares["answer"], shares["answer"]))
@@ -189,14 +196,20 @@ class ChatPipeline:
         specs = tuple(
             ToolSpec(name=t.name, description=t.description or "", input_schema=dict(t.input_schema)) for t in tools
         )
-        outcome = await self._loop(turn, caller, messages, specs, answer_tokens)
+        outcome = await self._loop(turn, caller, who, messages, specs, answer_tokens)
         outcome.memories, outcome.tools_offered = len(memories), len(specs)
         outcome.budget = {**shares, "context": window, "max_tokens": answer_tokens}
         outcome.remembered = await self._remember(turn, outcome.answer)
         return outcome
 
     async def _loop(
-        self, turn: ChatTurn, caller: Caller, messages: list[ChatMessage], specs: tuple[ToolSpec, ...], max_tokens: int
+        self,
+        turn: ChatTurn,
+        caller: Caller,
+        who: Acting,
+        messages: list[ChatMessage],
+        specs: tuple[ToolSpec, ...],
+        max_tokens: int,
     ) -> ChatOutcome:
         model, cost = turn.model, 0.0
         calls: list[dict[str, Any]] = []
@@ -221,6 +234,6 @@ class ChatPipeline:
                 if len(calls) >= MAX_TOOL_CALLS:
                     text, failed = f"not called: the turn's budget of {MAX_TOOL_CALLS} tool calls is spent", True
                 else:
-                    text, failed = await self._call(call)
+                    text, failed = await self._call(call, who)
                     calls.append({"name": call.name, "arguments": call.arguments, "is_error": failed})
                 messages.append(ChatMessage(role="tool", content=text, tool_call_id=call.id))

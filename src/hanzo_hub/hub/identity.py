@@ -2,7 +2,8 @@
 
 The hub's own pipelines (the ``llm`` server's ``chat``) call tools on a user's behalf from tasks where no request
 token is in context; ``acting_as`` makes those calls run as that user (and project and session) for the policy
-guard and the memory server alike.
+guard and the memory server alike. Its ``turn`` names the pipeline's own model turn (one ``chat`` call), so the
+guard's per-turn budget counts that turn's calls apart from the client's own turns, within the client's session.
 """
 
 from __future__ import annotations
@@ -22,15 +23,18 @@ class Acting:
     user: str
     project: str | None
     session: str
+    """The client session as the hub stamped it into the pipeline's request (``dev.hanzo-hub/session``)."""
+    turn: str | None = None
+    """The pipeline's model turn its tool calls belong to (``None``: calls outside any turn, e.g. memory)."""
 
 
 _acting: ContextVar[Acting | None] = ContextVar("hanzo_hub_acting", default=None)
 
 
 @contextmanager
-def acting_as(user: str, project: str | None, session: str) -> Iterator[Acting]:
-    """Run the block's tool calls as ``user`` in ``project`` and ``session``."""
-    acting = Acting(user, project, session)
+def acting_as(user: str, project: str | None, session: str, turn: str | None = None) -> Iterator[Acting]:
+    """Run the block's tool calls as ``user`` in ``project`` and ``session`` (and, given, in model ``turn``)."""
+    acting = Acting(user, project, session, turn)
     token = _acting.set(acting)
     try:
         yield acting
