@@ -155,6 +155,15 @@ async def test_one_chat_call_is_one_turn_for_the_per_turn_limit(
     assert "(turn_budget)" in text_of(after)
     assert _failed(fresh) == [False, False, False]  # a new chat call is a new turn
     assert [c[1]["text"] for c in CALLS] == ["d0", "d1", "t0", "t1", "t2", "n0", "n1", "n2"]
+    sessions = [r["session"] for r in _audit(settings) if r["server"] == "policed"]
+    direct, chats = sessions[:2] + sessions[7:8], sessions[2:7] + sessions[8:]
+    if mode == "legacy":  # the chat calls are filed under bob's client session, as his own calls are
+        assert len(set(sessions)) == 1
+    else:  # a stateless client has no session: each turn (a chat call's included) is its own unit, per user
+        assert set(direct) == {"bob#turn:t1"}
+        assert all(s.startswith("bob#turn:chat-") for s in chats)
+        assert len(set(chats[:5])) == len(set(chats[5:])) == 1
+        assert chats[0] != chats[-1]
 
 
 async def test_chat_tool_calls_spend_the_asking_users_rate_limit(
