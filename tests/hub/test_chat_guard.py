@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
 import httpx2
+import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -70,13 +71,18 @@ def _echoes(tag: str, n: int) -> Answer:
     return Answer(tool_calls=tuple((f"{tag}{i}", "policed__echo", {"text": f"{tag}{i}"}) for i in range(n)))
 
 
-async def _chat(client: Client, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+def _turn(name: str) -> types.RequestParamsMeta:
+    """The ``_meta`` naming the client's model turn."""
+    return cast(types.RequestParamsMeta, {TURN_KEY: name})
+
+
+async def _chat(client: Client, meta: types.RequestParamsMeta | None = None) -> dict[str, Any]:
     result = await client.call_tool(
         "llm__chat", {"message": "echo some things", "model": "small", "use_memory": False}, meta=meta
     )
     assert not result.is_error, text_of(result)
     assert result.structured_content is not None
-    return result.structured_content
+    return dict(result.structured_content)
 
 
 def _failed(out: dict[str, Any]) -> list[bool]:
@@ -139,9 +145,9 @@ async def test_one_chat_call_is_one_turn_for_the_per_turn_limit(
     provider_server.script("p", _echoes("t", 5), Answer("three of five"), _echoes("n", 3), Answer("all three"))
     settings = _settings(make_settings, provider_server, calls_per_turn=3)
     async with serve_http_in_process(settings) as url, _session(url, "bob", mode) as bob:
-        before = [await bob.call_tool("policed__echo", {"text": f"d{i}"}, meta={TURN_KEY: "t1"}) for i in range(2)]
-        limited = await _chat(bob, meta={TURN_KEY: "t1"})  # the chat call itself is the 3rd call of turn t1
-        after = await bob.call_tool("policed__echo", {"text": "d2"}, meta={TURN_KEY: "t1"})
+        before = [await bob.call_tool("policed__echo", {"text": f"d{i}"}, meta=_turn("t1")) for i in range(2)]
+        limited = await _chat(bob, meta=_turn("t1"))  # the chat call itself is the 3rd call of turn t1
+        after = await bob.call_tool("policed__echo", {"text": "d2"}, meta=_turn("t1"))
         fresh = await _chat(bob)
     assert not any(r.is_error for r in before)
     assert _failed(limited) == [False, False, False, True, True]
