@@ -1,4 +1,6 @@
-"""The HTTP application: ``/mcp`` and ``/healthz`` under one lifespan that runs the hub, and its server loop."""
+"""The HTTP application: ``/mcp``, ``/v1/chat/completions`` and ``/healthz`` under one lifespan that runs the hub,
+and its server loop.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from hanzo_hub.config import HubSettings
 from hanzo_hub.hub.core import Hub, freeze_startup_heap
 from hanzo_hub.hub.server import build_server
 from hanzo_hub.transports.http import check_bind, mcp_app
+from hanzo_hub.transports.openai_http import openai_routes
 
 logger = logging.getLogger(__name__)
 
@@ -26,7 +29,9 @@ def build_app(settings: HubSettings) -> Starlette:
     check_bind(settings.http, settings.auth)
     hub = Hub(settings)
     server = build_server(hub)
-    inner = mcp_app(server, settings.http, settings.auth)
+    scopes = list(settings.auth.oauth.required_scopes) if settings.auth.oauth else []
+    extra = openai_routes(hub.llm, settings.user, auth=settings.auth.enabled, scopes=scopes)
+    inner = mcp_app(server, settings.http, settings.auth, routes=extra)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:

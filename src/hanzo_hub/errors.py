@@ -8,7 +8,7 @@ HubError
 ├── ToolNotFound, ResourceNotFound, PromptNotFound
 ├── PolicyDenied
 ├── EmbeddingError, VectorStoreError, MemoryStoreError
-└── CompletionError ── ModelNotFound, NoEligibleModel
+└── CompletionError ── ModelNotFound, NoEligibleModel, ProviderError, BudgetExceeded, RateLimited
 ```
 
 Adapters translate foreign exceptions into these (``raise ... from exc``); the front server converts them into
@@ -108,6 +108,54 @@ class ModelNotFound(CompletionError):
 
 class NoEligibleModel(CompletionError):
     """Every configured model violates the request's cost, latency, context or capability limits."""
+
+
+class ProviderError(CompletionError):
+    """A provider call failed. ``retryable`` says whether trying again may succeed; ``retry_after`` is the wait in
+    seconds the provider asked for (``Retry-After``), ``status`` the HTTP status (``None``: no response)."""
+
+    def __init__(
+        self,
+        provider: str,
+        reason: str,
+        *,
+        retryable: bool,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(f"provider '{provider}': {reason}")
+        self.provider = provider
+        self.reason = reason
+        self.retryable = retryable
+        self.status = status
+        self.retry_after = retry_after
+
+
+class BudgetExceeded(CompletionError):
+    """The request could cost more than a budget has left; refused before anything was spent.
+
+    ``scope`` is ``user:<id>`` or ``project:<id>``, ``period`` one of ``day``, ``month``, ``total``.
+    """
+
+    def __init__(self, scope: str, period: str, *, limit: str, spent: str, estimate: str) -> None:
+        super().__init__(
+            f"{scope} budget ({period}) of ${limit} has ${spent} spent; this request could cost up to ${estimate}"
+        )
+        self.scope = scope
+        self.period = period
+        self.limit = limit
+        self.spent = spent
+        self.estimate = estimate
+
+
+class RateLimited(CompletionError):
+    """The caller sent more requests (or tokens) than its rate limit allows; ``retry_after`` seconds to wait."""
+
+    def __init__(self, user: str, what: str, retry_after: float) -> None:
+        super().__init__(f"user '{user}' is over the {what} rate limit; retry in {retry_after:.1f}s")
+        self.user = user
+        self.what = what
+        self.retry_after = retry_after
 
 
 class SandboxError(HubError):

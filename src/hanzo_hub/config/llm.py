@@ -5,13 +5,14 @@ Owned by the gateway (``hanzo_hub.llm``); the MCP surface reads ``enabled`` and 
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any, Literal
 
 from pydantic import Field
 
 from hanzo_hub.config._base import _Model
 
-__all__ = ["LlmSettings", "ProviderSpec"]
+__all__ = ["BudgetSettings", "BudgetSpec", "LlmSettings", "ProviderSpec", "RateLimitSettings", "RateLimitSpec"]
 
 
 class ProviderSpec(_Model):
@@ -21,7 +22,36 @@ class ProviderSpec(_Model):
     base_url: str = Field(description="e.g. https://api.example.com/v1 (OpenAI-compatible) or .../ (Anthropic).")
     api_key_secret: str | None = Field(default=None, description="Vault secret holding the API key.")
     headers: dict[str, str] = Field(default_factory=dict, description="Extra request headers (no secrets).")
-    timeout: float = Field(default=60.0, gt=0, description="Seconds for one attempt.")
+    timeout: float | None = Field(default=None, gt=0, description="Seconds for one attempt; default llm.timeout.")
+
+
+class BudgetSpec(_Model):
+    """Spending limits in USD; ``None`` is no limit. Days and months are UTC calendar periods."""
+
+    daily: Decimal | None = Field(default=None, ge=0)
+    monthly: Decimal | None = Field(default=None, ge=0)
+    total: Decimal | None = Field(default=None, ge=0)
+
+
+class BudgetSettings(_Model):
+    """Budgets per user and per project; a request must fit every budget that applies to it."""
+
+    users: dict[str, BudgetSpec] = Field(default_factory=dict, description="User id -> budget.")
+    projects: dict[str, BudgetSpec] = Field(default_factory=dict, description="Project id -> budget.")
+    default_user: BudgetSpec = Field(default_factory=BudgetSpec, description="For users not listed.")
+    default_project: BudgetSpec = Field(default_factory=BudgetSpec, description="For projects not listed.")
+
+
+class RateLimitSpec(_Model):
+    """A token bucket per user: ``*_per_minute`` is the refill rate and the burst; ``None`` is no limit."""
+
+    requests_per_minute: float | None = Field(default=None, gt=0)
+    tokens_per_minute: float | None = Field(default=None, gt=0, description="Prompt plus max_tokens, estimated.")
+
+
+class RateLimitSettings(_Model):
+    users: dict[str, RateLimitSpec] = Field(default_factory=dict, description="User id -> limit.")
+    default: RateLimitSpec = Field(default_factory=RateLimitSpec, description="For users not listed.")
 
 
 class LlmSettings(_Model):
@@ -42,3 +72,21 @@ class LlmSettings(_Model):
         description="Who answers a downstream server's sampling request: the client, the hub's router, or the "
         "client when it can and the router otherwise.",
     )
+    fallbacks: dict[str, list[str]] = Field(
+        default_factory=dict, description="Model id -> models to fail over to, in order, when it cannot answer."
+    )
+    timeout: float = Field(default=60.0, gt=0, description="Seconds for one provider attempt (per provider: timeout).")
+    retries: int = Field(default=2, ge=0, le=10, description="Retries per deployment after the first attempt.")
+    backoff_base: float = Field(default=0.5, ge=0, description="Seconds before the first retry; doubles each retry.")
+    backoff_max: float = Field(default=8.0, ge=0, description="Longest wait between retries (before jitter).")
+    max_retry_after: float = Field(
+        default=30.0,
+        ge=0,
+        description="A longer Retry-After is not waited out: the deployment cools down and the next candidate answers.",
+    )
+    cooldown: float = Field(
+        default=30.0, ge=0, description="Seconds a deployment is skipped after it used up its retries."
+    )
+    budgets: BudgetSettings = Field(default_factory=BudgetSettings)
+    rate_limits: RateLimitSettings = Field(default_factory=RateLimitSettings)
+    log_prompts: bool = Field(default=False, description="Write prompt and answer text into logs/llm.jsonl.")

@@ -40,9 +40,12 @@ from hanzo_hub.errors import (
 )
 from hanzo_hub.hub.bridge import EraBridge, Parked
 from hanzo_hub.hub.guard import Guard
+from hanzo_hub.hub.identity import acting
 from hanzo_hub.hub.install import install_before_start
 from hanzo_hub.hub.launch import load_secrets, secret_env, server_sandboxes
-from hanzo_hub.hub.memory_mount import MEMORY_SERVER
+from hanzo_hub.hub.llm_mount import LLM_SERVER, build_llm_server
+from hanzo_hub.hub.llm_runtime import LlmRuntime, wants_llm
+from hanzo_hub.hub.memory_mount import MEMORY_SERVER, identity_meta
 from hanzo_hub.hub.memory_mount import build as build_memory
 from hanzo_hub.hub.naming import assign_aliases, expose_uri
 from hanzo_hub.hub.notify import ChangeNotifier
@@ -108,6 +111,13 @@ class Hub:
         if settings.memory.enabled and MEMORY_SERVER not in configured:
             configured[MEMORY_SERVER] = InprocServerSpec(target="hanzo_hub.hub.memory_mount:build")
             local[MEMORY_SERVER] = build_memory(settings)
+        self.llm = LlmRuntime(settings)
+        if wants_llm(settings) and LLM_SERVER not in configured:
+            # Handshake era: complete's fallback to the client's model sends a sampling request during the call.
+            configured[LLM_SERVER] = InprocServerSpec(
+                target="hanzo_hub.hub.llm_mount:build_llm_server", protocol="legacy"
+            )
+            local[LLM_SERVER] = build_llm_server(self, self.llm)
         servers = {name: spec for name, spec in configured.items() if spec.enabled}
         self._servers = servers
         aliases = assign_aliases(servers, {name: spec.alias for name, spec in servers.items()})
@@ -117,7 +127,7 @@ class Hub:
         self.registry = Registry(servers, aliases, prefix=use_prefix, overrides=overrides)
         self.snapshots = SnapshotStore(settings.snapshot_dir)
         self.notifier = ChangeNotifier()
-        self.relay = Relay(self.notifier)
+        self.relay = Relay(self.notifier, user=settings.user, sampling=settings.llm.sampling, sampler=self.llm.sample)
         self.projects = Projects()
         self.bridge = EraBridge()
         self._hashes: dict[str, str] = {}
@@ -149,7 +159,7 @@ class Hub:
         """Load snapshots, run the pool and discovery; on exit every downstream server is stopped."""
         missing = self._load_snapshots()
         try:
-            async with self.pool, anyio.create_task_group() as tg:
+            async with self.llm.running(), self.pool, anyio.create_task_group() as tg:
                 self.bridge.bind(tg)
                 if missing:
                     self.pool.start_discovery(missing, self._discovered.set)
@@ -313,8 +323,11 @@ class Hub:
     ) -> types.CallToolResult | types.InputRequiredResult:
         """Forward an admitted call to its server (through the era bridge where the eras differ)."""
         meta = self.relay.downstream_meta(ctx)
-        if target.server == MEMORY_SERVER:
+        if target.server in (MEMORY_SERVER, LLM_SERVER):
             meta = await identity_for(self.projects, self.settings.user, meta, ctx)
+            on_behalf = acting()  # the hub's own pipeline (llm chat) calling for a user
+            if on_behalf is not None and ctx is None:
+                meta = {**meta, **identity_meta(on_behalf.user, on_behalf.project, on_behalf.session)}
         if ctx is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             bridged = await self._bridged_call(target, arguments, ctx, params, meta, progress)
             if bridged is not None:
@@ -394,6 +407,8 @@ class Hub:
         supervisor = self.pool.get(server)
         modern_client = ctx is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         capabilities = self.relay.upstream_capabilities(ctx)
+        if capabilities is not None and self.llm.available and self.settings.llm.sampling != "client":
+            capabilities = {"sampling": {}, **capabilities}  # the router answers what the client cannot
 
         async def op(client: Client) -> T:
             with client_capabilities(capabilities):
@@ -491,7 +506,7 @@ class Hub:
         """
         target = await self._resolve(self.registry.resolve_uri, uri)
         meta = None
-        if target.server == MEMORY_SERVER:  # the memory server scopes reads by who is asking, like its calls
+        if target.server in (MEMORY_SERVER, LLM_SERVER):  # these scope reads by who is asking, like their calls
             meta = await identity_for(self.projects, self.settings.user, None, ctx)
 
         async def run(client: Client, raw: bool) -> types.ReadResourceResult | types.InputRequiredResult:

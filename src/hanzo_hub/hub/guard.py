@@ -20,6 +20,12 @@ verdict and reason; never argument values or secrets. Refusals, timeouts and tru
 allowed calls in batches at most a second old (one write instead of one per call; a killed hub loses at most that
 second of "allow" lines, never a refusal). The client names its model turn with ``_meta`` key
 ``dev.hanzo-hub/turn`` (a string) for the per-turn budget (25 calls).
+
+The hub's own pipelines (the ``llm`` server's ``chat``) call tools with no request context, under ``acting_as``
+(``hub/identity.py``): user, the client session the hub stamped into the pipeline's request, and the pipeline's
+turn. The guard files those calls like the client's own: rate limits per that user, the per-session budget of that
+client session (the same id its direct calls have, in the audit too; none for a stateless client), and the per-turn
+budget per pipeline turn, counted apart from the client's own turns so neither resets the other.
 """
 
 from __future__ import annotations
@@ -45,7 +51,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from hanzo_hub.catalog.loader import CatalogEntry
 from hanzo_hub.catalog.models import ToolLimits
 from hanzo_hub.config import HubSettings, ToolPolicySpec
-from hanzo_hub.hub.identity import current_user
+from hanzo_hub.hub.identity import Acting, acting, current_user
+from hanzo_hub.hub.llm_mount import LLM_SERVER
 from hanzo_hub.hub.memory_mount import PROJECT_KEY
 from hanzo_hub.hub.registry import Registry, Target
 from hanzo_hub.sandbox.policy import Decision, PolicyEngine
@@ -63,6 +70,7 @@ AUDIT_FLUSH_SECONDS = 1.0
 """Allowed calls are written in batches at most this old; refusals, timeouts and truncations at once."""
 AUDIT_BATCH = 256
 MAX_STATELESS_TURNS = 10_000
+"""Turn budgets kept apart from a session (stateless turns, pipeline turns); the oldest is forgotten beyond this."""
 CATEGORY_ALIASES = {"code-execution": "code"}
 """Catalog categories whose built-in policy has a shorter name."""
 
@@ -175,6 +183,8 @@ class Guard:
         self._sessions: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
         self._ids = itertools.count(1)
         self._turn_keys: dict[str, None] = {}
+        self._stamps: dict[str, str | None] = {}
+        """A client connection as the hub stamps it for its own servers -> its session id (``None``: stateless)."""
         self._audit_path = settings.log_dir / AUDIT_FILE
         self._audit: logging.handlers.RotatingFileHandler | None = None
         self._pending: list[str] = []
@@ -199,8 +209,19 @@ class Guard:
         project = meta.get(PROJECT_KEY)
         user = current_user(self.user)
         turn = turn if isinstance(turn, str) else None
-        stateless = ctx is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-        session = self._stateless_key(user, turn) if stateless else self._session(ctx)
+        on_behalf = acting() if ctx is None else None
+        turn_scope = None
+        if on_behalf is not None:  # a hub pipeline's call for a client: that client's session, the pipeline's turn
+            session, stateless, turn = self._stamped_session(on_behalf), False, on_behalf.turn
+            if session is None:
+                session, stateless = self._stateless_key(user, turn), True
+            elif turn is not None:
+                turn_scope = self._turn_key(f"{session}#turn:{turn}")
+        else:
+            stateless = ctx is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+            session = self._stateless_key(user, turn) if stateless else self._session(ctx)
+            if target.server == LLM_SERVER and ctx is not None:
+                self._stamp(ctx, None if stateless else session)
         decision = await self.engine.check_call(
             user,
             target.server,
@@ -213,6 +234,7 @@ class Guard:
             category=policy.category,
             declared=policy.for_tool(target.original),
             session_budget=policy.policed and not stateless,
+            turn_scope=turn_scope,
         )
         forwarded = dict(arguments) if arguments is not None else None
         admission = Admission(target.server, target.original, user, session, decision, forwarded)
@@ -309,7 +331,10 @@ class Guard:
         """Budgets of a stateless-era request: no session exists, so its turn (per user) is the unit."""
         if turn is None:
             return "stateless"
-        key = f"{user}#turn:{turn}"
+        return self._turn_key(f"{user}#turn:{turn}")
+
+    def _turn_key(self, key: str) -> str:
+        """Keep ``key``'s turn budget among the most recent ``MAX_STATELESS_TURNS`` (no end of a turn is signalled)."""
         if key not in self._turn_keys:
             self._turn_keys[key] = None
             if len(self._turn_keys) > MAX_STATELESS_TURNS:
@@ -317,6 +342,27 @@ class Guard:
                 del self._turn_keys[oldest]
                 self.engine.end_session(oldest)
         return key
+
+    def _stamp(self, ctx: ServerRequestContext[Any, Any], session: str | None) -> None:
+        """Remember which session a client's call into the ``llm`` server comes from, under the id the hub stamps
+        into that call for the server (``dev.hanzo-hub/session``: ``hub.project.identity_for``), for as long as
+        the client's connection lives; the pipeline's calls for that client bring the stamp back (``acting_as``)."""
+        connection = getattr(getattr(ctx, "session", None), "_connection", None)
+        if connection is None:
+            return
+        stamp = str(id(connection))
+        if stamp in self._stamps:
+            return
+        try:
+            weakref.finalize(connection, self._stamps.pop, stamp, None)
+        except TypeError:  # not weak-referenceable: it could not be forgotten, so it is not remembered
+            return
+        self._stamps[stamp] = session
+
+    def _stamped_session(self, on_behalf: Acting) -> str | None:
+        """The session a pipeline call belongs to (``None``: a stateless client's). A stamp the guard never saw
+        (the pipeline run without a client, ``"default"``) is its own session."""
+        return self._stamps.get(on_behalf.session, on_behalf.session)
 
     def _session(self, ctx: ServerRequestContext[Any, Any] | None) -> str:
         """A stable id per client connection; its budgets are forgotten when the connection is gone."""

@@ -7,12 +7,16 @@ context variable), else the latest call in flight to that server (2025-11-25 dow
 which stdio cannot tie to a call). The answer goes to the client over its session, tied to its request so it rides
 the right HTTP stream. A client that cannot answer (it lacks the capability, or no call is in flight) gets the
 downstream a clear error instead.
+
+Sampling may instead be answered by the hub's own router (``llm.sampling``): ``client`` always asks the client,
+``router`` never does, ``client_then_router`` (the default) asks the client when it can answer and the router
+otherwise. The router's answer is billed to the user whose call caused the request.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -30,6 +34,7 @@ from mcp_types import CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 
+from hanzo_hub.hub.identity import current_user
 from hanzo_hub.hub.notify import ChangeNotifier
 
 logger = logging.getLogger(__name__)
@@ -49,6 +54,8 @@ class UpstreamCall:
     ctx: ServerRequestContext[Any, Any]
     asker: Asker | None = None
     """For a stateless-era client over a handshake-era server: hands requests to the era bridge."""
+    user: str | None = None
+    """Who made the call (for sampling answered by the router)."""
 
     @property
     def modern(self) -> bool:
@@ -71,11 +78,26 @@ _LEVELS: tuple[types.LoggingLevel, ...] = (
 _current: ContextVar[UpstreamCall | None] = ContextVar("hanzo_hub_upstream_call", default=None)
 
 
+SamplingAnswer = types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData
+Sampler = Callable[[str, types.CreateMessageRequestParams, str], Awaitable[SamplingAnswer | None]]
+"""``(server, params, user) -> answer``: the hub's router answering a sampling request (``None``: it cannot)."""
+
+
 class Relay:
     """Routes downstream requests and notifications to the right client."""
 
-    def __init__(self, notifier: ChangeNotifier) -> None:
+    def __init__(
+        self,
+        notifier: ChangeNotifier,
+        *,
+        user: str = "local",
+        sampling: str = "client",
+        sampler: Sampler | None = None,
+    ) -> None:
         self._notifier = notifier
+        self._user = user
+        self.sampling = sampling
+        self.sampler = sampler
         self._calls: dict[str, list[UpstreamCall]] = {}
         self.log_level: types.LoggingLevel | None = None
         # Keyed by the client's connection: the SDK builds a ServerSession per request, the connection lives as
@@ -123,7 +145,7 @@ class Relay:
         self, server: str, ctx: ServerRequestContext[Any, Any], asker: Asker | None = None
     ) -> Iterator[UpstreamCall]:
         """Mark a client request as in flight on ``server`` for the duration of the block."""
-        call = UpstreamCall(server, ctx, asker)
+        call = UpstreamCall(server, ctx, asker, current_user(self._user))
         calls = self._calls.setdefault(server, [])
         calls.append(call)
         token = _current.set(call)
@@ -146,9 +168,13 @@ class Relay:
     def client_options(self, server: str) -> dict[str, Any]:
         """``mcp.Client`` callbacks for ``server``: they relay its requests and logs to the right client."""
 
-        async def sampling(
-            context: ClientRequestContext, params: types.CreateMessageRequestParams
-        ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
+        async def sampling(context: ClientRequestContext, params: types.CreateMessageRequestParams) -> SamplingAnswer:
+            if self.sampler is not None and self._router_samples(server):
+                call = self.upstream_for(server)
+                user = call.user if call is not None and call.user else current_user(self._user)
+                answer = await self.sampler(server, params, user)
+                if answer is not None:  # None: the router has no provider; the client's refusal stands
+                    return answer
             request = types.CreateMessageRequest(params=params)
             if params.tools:
                 return await self._ask(server, "sampling", request, types.CreateMessageResultWithTools)
@@ -171,6 +197,22 @@ class Relay:
             "list_roots_callback": roots,
             "logging_callback": log,
         }
+
+    def _router_samples(self, server: str) -> bool:
+        """Whether the router (not the client) answers ``server``'s sampling request now."""
+        if self.sampling == "router":
+            return True
+        return self.sampling == "client_then_router" and not self.can_answer(server, "sampling")
+
+    def can_answer(self, server: str, capability: str) -> bool:
+        """Whether the client a request of ``server`` belongs to can answer ``capability`` (as ``_ask`` decides)."""
+        call = self.upstream_for(server)
+        if call is None:
+            return False
+        if call.modern:
+            declared = self.upstream_capabilities(call.ctx) or {}
+            return capability in declared and call.asker is not None
+        return _supports(call.ctx.session, capability)
 
     async def _ask(self, server: str, capability: str, request: Any, result_type: type[R]) -> R | types.ErrorData:
         call = self.upstream_for(server)

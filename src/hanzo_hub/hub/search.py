@@ -169,8 +169,9 @@ def tool_describer(hub: Any) -> Describe:
 class ToolSearch:
     """Ranks the hub's exposed tools for a query; rebuilds its index when the tools change.
 
-    ``completer`` is the routing layer's, when the hub has one: stage 2 of ``find_tools`` goes through it (or the
-    client's sampling, per ``exposure.llm_filter``). Profiles and per-client modes are resolved by ``view``.
+    ``completer`` (or ``completer_of()``, read at each search, since the hub's gateway starts after the front) is
+    the routing layer's: stage 2 of ``find_tools`` goes through it, or the client's sampling, per
+    ``exposure.llm_filter``. Profiles and per-client modes are resolved by ``view``.
     """
 
     def __init__(
@@ -178,12 +179,13 @@ class ToolSearch:
         settings: ExposureSettings,
         completer: Completer | None = None,
         *,
+        completer_of: Callable[[], Completer | None] | None = None,
         home: Path | None = None,
         describe: Describe | None = None,
     ) -> None:
         self._settings = settings
         self._describe = describe
-        self._completer = completer
+        self._completer_of = completer_of or (lambda: completer)
         self._home = home
         self._store: VectorStore | None = None
         self.sync_stats: SyncStats | None = None
@@ -269,8 +271,9 @@ class ToolSearch:
         """The LLM filter for a ``find_tools`` call: the router's completer or the client's sampling, per settings."""
         choice = self._settings.llm_filter
         timeout = self._settings.llm_filter_timeout
-        if choice in ("router", "auto") and self._completer is not None:
-            return LlmFilter(self._completer, timeout=timeout)
+        completer = self._completer_of()
+        if choice in ("router", "auto") and completer is not None:
+            return LlmFilter(completer, timeout=timeout)
         if choice in ("sampling", "auto") and ctx is not None and SamplingCompleter.available(ctx):
             return LlmFilter(SamplingCompleter(ctx.session), timeout=timeout)
         return None

@@ -83,8 +83,12 @@ class _Handlers:
 
     def __init__(self, hub: Hub) -> None:
         self.hub = hub
-        completer = getattr(hub, "completer", None)  # the routing layer's, once the hub has one
-        self.search = ToolSearch(hub.settings.exposure, completer, home=hub.settings.home, describe=tool_describer(hub))
+        self.search = ToolSearch(
+            hub.settings.exposure,
+            completer_of=lambda: hub.llm.completer,  # the routing layer's gateway, once it runs
+            home=hub.settings.home,
+            describe=tool_describer(hub),
+        )
 
     def _view(self, ctx: Ctx) -> ClientView:
         try:

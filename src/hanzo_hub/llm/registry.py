@@ -36,6 +36,12 @@ class ModelSpec(BaseModel):
     capabilities: frozenset[str] = frozenset()
     tier: Tier = "mid"
     latency_ms: float = Field(default=1000.0, ge=0, description="typical time to a full answer, for latency limits")
+    upstream: str | None = Field(default=None, description="the name the provider knows the model by; default: id")
+
+    @property
+    def wire_name(self) -> str:
+        """The model name sent to the provider."""
+        return self.upstream or self.id
 
     def cost(self, tokens_in: float, tokens_out: float) -> float:
         """USD cost of one call with these token counts."""

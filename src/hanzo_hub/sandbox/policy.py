@@ -340,6 +340,7 @@ class PolicyEngine:
         declared: ToolPolicySpec | None = None,
         consume: bool = True,
         session_budget: bool = True,
+        turn_scope: str | None = None,
     ) -> Decision:
         """Decide whether ``user`` may call ``server``'s ``tool`` with ``arguments`` now, and audit-log it.
 
@@ -347,14 +348,17 @@ class PolicyEngine:
         URLs, ``format: path``/``x-path`` or path-like names as paths. ``turn`` identifies the model turn within
         ``session`` for the per-turn budget. ``consume=False`` is a dry run (no budget or token is spent).
         ``session_budget=False`` neither checks nor counts the call against the per-session budget.
+        ``turn_scope`` keeps the per-turn count under its own key instead of ``session``'s (a hub pipeline running
+        its own turns inside a client's session: neither resets the other's count); forget it with ``end_session``.
         """
         policy = self.policy_for(server, tool, category=category, declared=declared)
         verdict = await self._evaluate(
-            user, server, tool, arguments or {}, schema, policy, session, turn, project, session_budget
-        )
+            user, server, tool, arguments or {}, schema, policy, session, turn, project, session_budget,
+            turn_scope or session,
+        )  # fmt: skip
         if verdict is None:
             if consume:
-                self._spend(user, server, tool, policy, session, turn, session_budget)
+                self._spend(user, server, tool, policy, session, turn, session_budget, turn_scope or session)
             decision = Decision(True, "allowed", None, policy.timeout, policy.max_result_bytes)
         else:
             decision = Decision(False, verdict[1], verdict[0], policy.timeout, policy.max_result_bytes)
@@ -392,10 +396,11 @@ class PolicyEngine:
         turn: str | None,
         project: Path | None,
         session_budget: bool = True,
+        turn_scope: str | None = None,
     ) -> tuple[str, str] | None:
         if not policy.enabled:
             return "disabled", "the tool is disabled by policy"
-        last_turn, count = self._turns.get(session, (None, 0))
+        last_turn, count = self._turns.get(turn_scope or session, (None, 0))
         if turn is not None and last_turn == turn and count >= self.settings.calls_per_turn:
             return "turn_budget", f"at most {self.settings.calls_per_turn} tool calls per turn"
         if session_budget and self._sessions.get(session, 0) >= self.settings.calls_per_session:
@@ -455,11 +460,13 @@ class PolicyEngine:
         session: str,
         turn: str | None,
         session_budget: bool = True,
+        turn_scope: str | None = None,
     ) -> None:
         if policy.rate_per_minute is not None:
             self._bucket(user, server, tool, policy).take()
-        last_turn, count = self._turns.get(session, (None, 0))
-        self._turns[session] = (turn, count + 1 if last_turn == turn else 1)
+        scope = turn_scope or session
+        last_turn, count = self._turns.get(scope, (None, 0))
+        self._turns[scope] = (turn, count + 1 if last_turn == turn else 1)
         if session_budget:
             self._sessions[session] = self._sessions.get(session, 0) + 1
 

@@ -8,6 +8,7 @@ from mcp.server.auth.settings import AuthSettings as SdkAuthSettings
 from mcp.server.lowlevel import Server
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.routing import Route
 
 from hanzo_hub.config import AuthSettings, HttpSettings
 from hanzo_hub.errors import ConfigError
@@ -68,8 +69,13 @@ def _sdk_auth(settings: HttpSettings, auth: AuthSettings) -> tuple[SdkAuthSettin
     return sdk, HubTokenVerifier(auth)
 
 
-def mcp_app(server: Server[Any], settings: HttpSettings, auth: AuthSettings | None = None) -> Starlette:
-    """The SDK's streamable HTTP app for ``server`` at ``settings.path``; ``server.session_manager`` must run."""
+def mcp_app(
+    server: Server[Any], settings: HttpSettings, auth: AuthSettings | None = None, routes: list[Route] | None = None
+) -> Starlette:
+    """The SDK's streamable HTTP app for ``server`` at ``settings.path``; ``server.session_manager`` must run.
+
+    ``routes`` are served by the same app, behind the same authentication middleware.
+    """
     sdk_auth, verifier = _sdk_auth(settings, auth or AuthSettings())
     return server.streamable_http_app(
         streamable_http_path=settings.path,
@@ -81,4 +87,5 @@ def mcp_app(server: Server[Any], settings: HttpSettings, auth: AuthSettings | No
         host=settings.host,
         auth=sdk_auth,
         token_verifier=verifier,
+        custom_starlette_routes=routes,
     )

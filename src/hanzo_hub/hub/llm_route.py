@@ -1,0 +1,253 @@
+"""Which models answer a request with no explicit model: candidates, the router's choice, a tier-ordered fallback.
+
+Candidates are ``llm.route_models`` (in that order), else every registry model whose provider is configured. Models
+that cannot take the request (context window, tools, images, the request's cost limit) are dropped. The first
+candidate is the router's decision (category classifier on the shared embedder's vector, then the neural Thompson
+bandit) once the bandit has had ``ROUTER_MIN_FEEDBACK`` ratings; before that, and whenever the router cannot be
+built (no torch, the embedder fails), a fixed order by tier decides (the policy says which tier first). The others
+follow in tier order, as the gateway's failover list. The reason names which of these happened.
+
+Each decision is kept under the gateway's request id (bounded), so ``feedback`` can reward it later; the bandit is
+saved after every rating (``<home>/llm/router.npz``) and each rating appended to ``<home>/llm/feedback.jsonl``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import numpy as np
+
+from hanzo_hub.config import HubSettings
+from hanzo_hub.errors import CompletionError, NoEligibleModel
+from hanzo_hub.llm.registry import TIER_ORDER, ModelRegistry, ModelSpec
+from hanzo_hub.llm.router import Policy, RouteDecision, Router, RouteRequest
+from hanzo_hub.llm.types import ChatRequest, ImagePart
+from hanzo_hub.vectors import EMBEDDERS, load_impl
+from hanzo_hub.vectors.base import Embedder
+
+__all__ = ["ROUTER_MIN_FEEDBACK", "Decided", "RoutePlanner", "estimate_tokens", "tier_order"]
+
+logger = logging.getLogger(__name__)
+
+ROUTER_MIN_FEEDBACK = 8
+"""Ratings the bandit needs before its choice replaces the tier order (one training round of the bandit)."""
+MAX_DECISIONS = 10_000
+"""Decisions remembered for feedback (oldest forgotten first)."""
+ROUTER_FILE = "router.npz"
+FEEDBACK_FILE = "feedback.jsonl"
+
+_TIER_FIRST: dict[str, tuple[str, ...]] = {
+    "quality_first": ("best", "mid", "fast"),
+    "balanced": ("mid", "fast", "best"),
+    "cost_first": ("fast", "mid", "best"),
+    "pinned": ("mid", "fast", "best"),
+}
+
+
+def estimate_tokens(request: ChatRequest) -> int:
+    """A quick input-token estimate (about four characters a token) for eligibility checks."""
+    chars = sum(len(m.text()) for m in request.messages) + sum(
+        len(t.name) + len(t.description) + len(json.dumps(t.input_schema)) for t in request.tools
+    )
+    return chars // 4 + 4 * len(request.messages) + 1
+
+
+def tier_order(models: Sequence[ModelSpec], policy: str) -> list[ModelSpec]:
+    """``models`` ordered by the policy's tier preference, cheaper first within a tier."""
+    first = _TIER_FIRST.get(policy, _TIER_FIRST["balanced"])
+    rank = {tier: i for i, tier in enumerate(first)}
+    return sorted(models, key=lambda m: (rank.get(m.tier, len(rank)), m.price_in + m.price_out, TIER_ORDER[m.tier]))
+
+
+def _needs(request: ChatRequest) -> frozenset[str]:
+    needs = set()
+    if request.tools:
+        needs.add("tools")
+    if any(isinstance(p, ImagePart) for m in request.messages if not isinstance(m.content, str) for p in m.content):
+        needs.add("vision")
+    return frozenset(needs)
+
+
+@dataclass
+class Decided:
+    """What one routing call decided (filled by :meth:`RoutePlanner.route`, read by whoever asked)."""
+
+    models: list[str] = field(default_factory=list)
+    reason: str = ""
+    decision: RouteDecision | None = None
+
+
+_decided: ContextVar[Decided | None] = ContextVar("hanzo_hub_llm_decided", default=None)
+
+
+class RoutePlanner:
+    """The gateway's route function, plus the memory of decisions that feedback rewards."""
+
+    def __init__(self, settings: HubSettings, registry: ModelRegistry) -> None:
+        self.settings = settings
+        self.registry = registry
+        self.dir = settings.home / "llm"
+        self._router: Router | None = None
+        self._router_failed = False
+        self._embedder: Embedder | None = None
+        self._lock = anyio.Lock()
+        self._decisions: OrderedDict[str, tuple[RouteDecision, str]] = OrderedDict()
+
+    # -- candidates ---------------------------------------------------------------------------------------------
+
+    def candidates(self) -> list[ModelSpec]:
+        """The models the router chooses among (configured order, else every model of a configured provider)."""
+        llm = self.settings.llm
+        if llm.route_models:
+            return [self.registry[m] for m in llm.route_models if m in self.registry]
+        return [m for m in self.registry if m.provider in llm.providers]
+
+    def eligible(self, request: ChatRequest) -> list[ModelSpec]:
+        """Candidates that can take ``request``: context window, capabilities and the request's cost limit."""
+        tokens_in = estimate_tokens(request)
+        needs = _needs(request)
+        return [
+            m
+            for m in self.candidates()
+            if m.context_window >= tokens_in + request.max_tokens
+            and needs <= m.capabilities
+            and (request.max_cost is None or m.cost(tokens_in, request.max_tokens) <= request.max_cost)
+        ]
+
+    # -- routing ------------------------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def deciding(self) -> Iterator[Decided]:
+        """Collect what the route function decides for the requests made inside the block."""
+        decided = Decided()
+        token = _decided.set(decided)
+        try:
+            yield decided
+        finally:
+            _decided.reset(token)
+
+    async def route(self, request: ChatRequest) -> tuple[list[str], str]:
+        """Ordered candidate model ids and the reason (the gateway's ``route`` callable).
+
+        Raises:
+            NoEligibleModel: no candidate can take the request.
+        """
+        if request.model is not None:
+            return self._note([request.model], "explicit model", None)
+        eligible = self.eligible(request)
+        if not eligible:
+            raise NoEligibleModel(
+                "no configured model can take this request (context window, tools/vision, max_cost); "
+                "configure llm.providers / llm.route_models"
+            )
+        ordered = tier_order(eligible, request.policy)
+        router = await self._ensure_router()
+        if router is None or len(eligible) == 1:
+            why = "only eligible model" if len(eligible) == 1 else "tier order (router unavailable)"
+            return self._note([m.id for m in ordered], f"{why}, policy={request.policy}", None)
+        query = "\n".join(m.text() for m in request.messages if m.role == "user")[-4000:] or " "
+        assert self._embedder is not None
+        vector = np.asarray((await self._embedder.embed([query]))[0], np.float32)
+        steps = router.bandit.steps
+        if steps < ROUTER_MIN_FEEDBACK:
+            x, category = router.features(vector)
+            first = ordered[0]
+            arm = router.registry.ids().index(first.id)
+            reason = f"tier order (router untrained: {steps}/{ROUTER_MIN_FEEDBACK} ratings), policy={request.policy}"
+            decision = RouteDecision(first.id, category, reason, 0.0, x, arm)
+            return self._note([m.id for m in ordered], f"{reason}, category={category}", decision)
+        policy = Policy(kind="balanced" if request.policy == "pinned" else request.policy, max_cost=request.max_cost)
+        allowed = {m.id for m in eligible}
+        decision = await router.aroute(
+            RouteRequest(vector, float(estimate_tokens(request)), float(request.max_tokens), _needs(request), policy)
+        )
+        if decision.model not in allowed:  # the router's own limits differ slightly from ours: keep ours
+            return self._note([m.id for m in ordered], f"tier order (router chose {decision.model})", None)
+        rest = [m.id for m in ordered if m.id != decision.model]
+        return self._note([decision.model, *rest], f"router: {decision.reason}", decision)
+
+    def _note(self, models: list[str], reason: str, decision: RouteDecision | None) -> tuple[list[str], str]:
+        decided = _decided.get()
+        if decided is not None:
+            decided.models, decided.reason, decided.decision = models, reason, decision
+        return models, reason
+
+    async def _ensure_router(self) -> Router | None:
+        """The router over the candidates, built on first use (embedder, classifier, saved bandit); else ``None``."""
+        if self._router is not None or self._router_failed:
+            return self._router
+        async with self._lock:
+            if self._router is None and not self._router_failed:
+                try:
+                    self._router = await anyio.to_thread.run_sync(self._build_router)
+                except Exception:  # no torch, no model, a broken save: route by tier order instead
+                    logger.warning("the LLM router is unavailable; routing by tier order", exc_info=True)
+                    self._router_failed = True
+        return self._router
+
+    def _build_router(self) -> Router | None:
+        models = [m.id for m in self.candidates()]
+        if len(models) < 2:
+            return None
+        from hanzo_hub.llm.bandit import NeuralThompsonBandit
+        from hanzo_hub.llm.classify import CategoryClassifier
+
+        embedder: Embedder = load_impl(EMBEDDERS, self.settings.memory.embedder)()
+
+        def embed(texts: Sequence[str]) -> Any:
+            return np.asarray(embedder.embed_sync(texts), np.float32)
+
+        classifier = CategoryClassifier.from_prototypes(embed)
+        dim = embedder.dimension + len(classifier.categories)
+        bandit = None
+        saved = self.dir / ROUTER_FILE
+        if saved.is_file():
+            with contextlib.suppress(Exception):  # an unreadable save starts a fresh bandit
+                loaded = NeuralThompsonBandit.load(saved)
+                bandit = loaded if loaded.arms == tuple(models) and loaded.dim == dim else None
+        self._embedder = embedder
+        return Router(self.registry.subset(models), classifier, bandit or NeuralThompsonBandit(models, dim))
+
+    # -- feedback -----------------------------------------------------------------------------------------------
+
+    def remember(self, request_id: str, decision: RouteDecision | None, user: str) -> None:
+        """Keep ``decision`` so a later rating of ``request_id`` can reward it."""
+        if decision is None or not request_id:
+            return
+        self._decisions[request_id] = (decision, user)
+        while len(self._decisions) > MAX_DECISIONS:
+            self._decisions.popitem(last=False)
+
+    async def feedback(self, request_id: str, quality: float, user: str) -> str:
+        """Reward the decision of ``request_id`` with ``quality`` in [0, 1]; returns the model that was rated.
+
+        Raises:
+            CompletionError: the request is unknown (or another user's), or was not routed.
+        """
+        held = self._decisions.get(request_id)
+        if held is None or held[1] != user:
+            raise CompletionError(f"no routed request '{request_id}' of yours is known (it may be too old)")
+        decision, _ = held
+        router = self._router
+        if router is None:
+            raise CompletionError("the router is not available; the rating was not used")
+        await router.afeedback(decision, quality)
+        await anyio.to_thread.run_sync(self._persist, router, request_id, decision.model, quality, user)
+        return decision.model
+
+    def _persist(self, router: Router, request_id: str, model: str, quality: float, user: str) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        router.bandit.save(self.dir / ROUTER_FILE)
+        line = {"ts": time.time(), "request_id": request_id, "model": model, "quality": quality, "user": user}
+        with Path(self.dir / FEEDBACK_FILE).open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line) + "\n")
