@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import time
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -46,12 +47,12 @@ def _costs(s: ReplaySet, reg: object) -> dict[str, np.ndarray]:
     }  # type: ignore[index]
 
 
-def _build_router(dim: int, proto_vecs: np.ndarray, settings: BanditSettings = SETTINGS) -> Router:
+def _build_router(dim: int, proto_vecs: np.ndarray) -> Router:
     reg = load_registry().subset([WEAK, STRONG])
     texts = [t for c in PROTOTYPES for t in PROTOTYPES[c]]
     lookup = dict(zip(texts, proto_vecs, strict=True))
     clf = CategoryClassifier.from_prototypes(lambda ts: np.stack([lookup[t] for t in ts]))
-    bandit = NeuralThompsonBandit(reg.ids(), dim + len(CATEGORIES), settings)
+    bandit = NeuralThompsonBandit(reg.ids(), dim + len(CATEGORIES), SETTINGS)
     return Router(reg, clf, bandit, CostPacer(TARGET_COST_SHARE))
 
 
@@ -213,11 +214,21 @@ def main() -> None:
     ap.add_argument("--embed-latency-samples", type=int, default=100)
     ap.add_argument("--features", choices=["minilm", "hash"], default="minilm")
     ap.add_argument("--tune", action="store_true", help="validate on a slice of the learning halves")
+    ap.add_argument("--settings", default="{}", help="BanditSettings overrides as JSON (tune mode only)")
+    ap.add_argument("--tag", default="", help="suffix of the result files")
+    ap.add_argument("--sets", default="mmlu,gsm8k,mt_bench", help="comma-separated subset (tune mode only)")
     args = ap.parse_args()
+    global SETTINGS
+    overrides = json.loads(args.settings)
+    if overrides and not args.tune:
+        raise SystemExit("--settings is for --tune runs: held-out runs use the committed defaults")
+    SETTINGS = replace(SETTINGS, **overrides)
     torch.set_num_threads(int(os.environ.get("HANZO_BENCH_THREADS", "1")))
     torch.manual_seed(SEED)
     rng = np.random.default_rng(SEED)
-    sets = load_all()
+    sets = [s for s in load_all() if s.name in args.sets.split(",")]
+    if len(sets) < 3 and not args.tune:
+        raise SystemExit("--sets is for --tune runs: held-out runs use all three sets")
     embed = embed_cached if args.features == "minilm" else (lambda texts, _tag: hash_embed(texts))
     vecs = [embed(s.texts, s.name) for s in sets]
     proto = embed([t for c in PROTOTYPES for t in PROTOTYPES[c]], "prototypes")
@@ -248,7 +259,7 @@ def main() -> None:
         "mode": "tune (validation slice of the learning halves)" if args.tune else "held-out",
         "protocol": __doc__,
         "seed": SEED,
-        "settings": SETTINGS.__dict__,
+        "settings": asdict(SETTINGS),
         "target_cost_share": TARGET_COST_SHARE,
         "online": online,
         "held_out": held,
@@ -259,7 +270,7 @@ def main() -> None:
         },
     }
     RESULTS.mkdir(exist_ok=True)
-    suffix = ("-tune" if args.tune else "") + ("" if args.features == "minilm" else f"-{args.features}")
+    suffix = ("-tune" if args.tune else "") + ("" if args.features == "minilm" else f"-{args.features}") + args.tag
     (RESULTS / f"routing{suffix}.json").write_text(json.dumps(result, indent=2))
     from routing_report import markdown
 
