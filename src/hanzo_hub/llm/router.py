@@ -1,8 +1,12 @@
 """The router: features -> category -> bandit decision under the request's policy and limits.
 
-Policies trade quality against cost through ``lam`` in the bandit's reward ``quality - lam * cost / max_cost``
-(quality per dollar is unbounded as cost goes to zero, so it is not used directly). ``pinned`` skips the bandit.
-A :class:`CostPacer` turns a target average cost share into an adaptive ``lam`` (a dual-ascent budget controller).
+Policies trade quality against cost through ``lam`` in the bandit's reward ``quality - lam * cost / cost_scale``
+(quality per dollar is unbounded as cost goes to zero, so it is not used directly). ``cost_scale`` is a running
+average of the dearest eligible model's cost, the same for every request, so a long prompt's dollars weigh more than
+a short one's: with a budget, that is the quality-per-dollar optimum (a knapsack ranked by gain per extra dollar).
+When the request gives no answer-length estimate, each model's expected cost uses the length the bandit learned
+from reported usage. ``pinned`` skips the bandit. A :class:`CostPacer` turns a target cost share (spend / the
+dearest model's spend) into an adaptive ``lam`` (a dual-ascent budget controller).
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ FloatArray = npt.NDArray[np.float32]
 
 POLICY_LAMBDA: dict[str, float] = {"quality_first": 0.02, "balanced": 0.1, "cost_first": 0.5}
 PACER_STEP = 0.02
+DEFAULT_TOKENS_OUT = 256.0
+COST_SCALE_EMA = 0.01
 
 
 class Policy(BaseModel):
@@ -44,11 +50,14 @@ class Policy(BaseModel):
 
 @dataclass(frozen=True)
 class RouteRequest:
-    """What the router sees: the shared query embedding, token estimates and required capabilities."""
+    """What the router sees: the shared query embedding, token estimates and required capabilities.
+
+    ``tokens_out=None`` lets the router use the answer length it learned per model (256 until it has reports).
+    """
 
     embedding: FloatArray
     tokens_in: float
-    tokens_out: float = 256.0
+    tokens_out: float | None = None
     needs: frozenset[str] = frozenset()
     policy: Policy = field(default_factory=Policy)
 
@@ -66,13 +75,14 @@ class RouteDecision:
 
 
 class CostPacer:
-    """Adapts ``lam`` so that the average cost share (cost / most expensive eligible) tracks ``target``."""
+    """Adapts ``lam`` so that spend / reference spend (the dearest eligible model's cost) tracks ``target``."""
 
     def __init__(self, target: float, lam: float = 0.1, step: float = PACER_STEP) -> None:
         self.target, self.lam, self.step = target, lam, step
 
-    def observe(self, cost_share: float) -> None:
-        self.lam = max(0.0, self.lam + self.step * (cost_share - self.target))
+    def observe(self, spent: float, reference: float = 1.0) -> None:
+        """One request's cost and its reference cost, both in units of the router's cost scale."""
+        self.lam = max(0.0, self.lam + self.step * (spent - self.target * reference))
 
 
 class Router:
@@ -92,6 +102,7 @@ class Router:
         self.classifier = classifier
         self.bandit = bandit
         self.pacer = pacer
+        self.cost_scale: float | None = None
         self._limiter = anyio.CapacityLimiter(1)
 
     def features(self, embedding: FloatArray) -> tuple[FloatArray, str]:
@@ -100,17 +111,27 @@ class Router:
         category = self.classifier.categories[int(np.argmax(probs))]
         return np.concatenate([embedding, probs]).astype(np.float32), category
 
-    def _eligible(self, req: RouteRequest, costs: FloatArray) -> npt.NDArray[np.bool_]:
+    def _eligible(
+        self, req: RouteRequest, costs: FloatArray, tokens_out: npt.NDArray[np.float64]
+    ) -> npt.NDArray[np.bool_]:
         p = req.policy
-        need_ctx = req.tokens_in + req.tokens_out
         ok = [
-            m.context_window >= need_ctx
+            m.context_window >= req.tokens_in + o
             and req.needs <= m.capabilities
             and (p.max_cost is None or c <= p.max_cost)
             and (p.max_latency_ms is None or m.latency_ms <= p.max_latency_ms)
-            for m, c in zip(self.models, costs, strict=True)
+            for m, c, o in zip(self.models, costs, tokens_out, strict=True)
         ]
         return np.array(ok, bool)
+
+    def expected_costs(self, x: FloatArray, req: RouteRequest) -> tuple[FloatArray, npt.NDArray[np.float64]]:
+        """Per-model expected cost and answer length (the request's, or the learned one)."""
+        if req.tokens_out is not None:
+            out = np.full(len(self.models), req.tokens_out)
+        else:
+            out = self.bandit.expected_tokens_out(x, DEFAULT_TOKENS_OUT)
+        costs = np.array([m.cost(req.tokens_in, o) for m, o in zip(self.models, out, strict=True)], np.float32)
+        return costs, out
 
     def route(self, req: RouteRequest) -> RouteDecision:
         """Choose a model (synchronous and cheap: one classifier product and one MLP forward pass).
@@ -119,8 +140,8 @@ class Router:
             NoEligibleModel: no model satisfies the limits, or the pinned model is unknown or ineligible.
         """
         x, category = self.features(req.embedding)
-        costs = np.array([m.cost(req.tokens_in, req.tokens_out) for m in self.models], np.float32)
-        eligible = self._eligible(req, costs)
+        costs, out = self.expected_costs(x, req)
+        eligible = self._eligible(req, costs, out)
         if req.policy.kind == "pinned":
             ids = self.registry.ids()
             if req.policy.model not in ids or not eligible[ids.index(req.policy.model)]:
@@ -130,10 +151,13 @@ class Router:
         if not eligible.any():
             raise NoEligibleModel("no configured model meets the request's cost, latency, context and capabilities")
         lam = self._lam(req.policy)
-        arm, why = self.bandit.choose(x, costs, lam, eligible)
+        top = max(float(costs[eligible].max()), 1e-12)
+        scale = top if self.cost_scale is None else self.cost_scale + COST_SCALE_EMA * (top - self.cost_scale)
+        self.cost_scale = scale
+        arm, why = self.bandit.choose(x, costs, lam, eligible, cost_scale=scale)
         self.bandit.record_pull(arm)
         if self.pacer is not None:
-            self.pacer.observe(float(costs[arm] / max(float(costs[eligible].max()), 1e-12)))
+            self.pacer.observe(float(costs[arm]) / scale, top / scale)
         reason = f"{why}, policy={req.policy.kind}, lam={lam:.3f}, category={category}"
         return RouteDecision(self.models[arm].id, category, reason, float(costs[arm]), x, arm)
 
@@ -144,15 +168,18 @@ class Router:
             return self.pacer.lam
         return POLICY_LAMBDA[policy.kind]
 
-    def feedback(self, decision: RouteDecision, quality: float) -> None:
-        """Reward in [0, 1] for a routed request: an explicit rating, or an implicit signal (regeneration = 0)."""
+    def feedback(self, decision: RouteDecision, quality: float, tokens_out: float | None = None) -> None:
+        """Reward in [0, 1] for a routed request: an explicit rating, or an implicit signal (regeneration = 0).
+
+        ``tokens_out`` (the answer's reported length) teaches the per-model length estimate.
+        """
         if decision.arm >= 0:
-            self.bandit.update(decision.features, decision.arm, quality)
+            self.bandit.update(decision.features, decision.arm, quality, tokens_out)
 
     async def aroute(self, req: RouteRequest) -> RouteDecision:
         """:meth:`route` in a worker thread (torch is synchronous)."""
         return await anyio.to_thread.run_sync(self.route, req, limiter=self._limiter)
 
-    async def afeedback(self, decision: RouteDecision, quality: float) -> None:
+    async def afeedback(self, decision: RouteDecision, quality: float, tokens_out: float | None = None) -> None:
         """:meth:`feedback` in a worker thread (it may train)."""
-        await anyio.to_thread.run_sync(self.feedback, decision, quality, limiter=self._limiter)
+        await anyio.to_thread.run_sync(self.feedback, decision, quality, tokens_out, limiter=self._limiter)
