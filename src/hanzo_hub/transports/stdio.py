@@ -15,6 +15,7 @@ import collections
 import contextlib
 import contextvars
 import fcntl
+import functools
 import logging
 import os
 import stat
@@ -212,7 +213,7 @@ class _Front(asyncio.Protocol):
             task = asyncio.get_running_loop().create_task(self.answer(message.id, make), context=self._context.copy())
             self.taken[message.id] = task
             self.tasks.add(task)
-            task.add_done_callback(self._answered)
+            task.add_done_callback(functools.partial(self._answered, message.id))
             return True
         if isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
             running = self.taken.get((message.params or {}).get("requestId"))  # type: ignore[arg-type]
@@ -221,16 +222,16 @@ class _Front(asyncio.Protocol):
                 return True
         return False
 
-    def _answered(self, task: asyncio.Task[None]) -> None:
+    def _answered(self, request_id: types.RequestId, task: asyncio.Task[None]) -> None:
         self.tasks.discard(task)
+        if self.taken.get(request_id) is task:  # (a task cancelled before it ran never reached its own cleanup)
+            del self.taken[request_id]
         if not task.cancelled() and task.exception() is not None:
             logger.error("a fast-path answer failed", exc_info=task.exception())
 
     async def answer(self, request_id: types.RequestId, make: Callable[[], Awaitable[types.JSONRPCMessage]]) -> None:
-        try:
-            response = await make()
-        finally:
-            self.taken.pop(request_id, None)
+        response = await make()
+        self.taken.pop(request_id, None)
         assert self.writer is not None
         # Straight onto the pipe (a whole line per write, so it cannot interleave with the session's lines).
         self.writer.write(response.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8") + b"\n")
