@@ -15,7 +15,6 @@ import collections
 import contextlib
 import contextvars
 import fcntl
-import functools
 import logging
 import os
 import stat
@@ -213,30 +212,38 @@ class _Front(asyncio.Protocol):
             task = asyncio.get_running_loop().create_task(self.answer(message.id, make), context=self._context.copy())
             self.taken[message.id] = task
             self.tasks.add(task)
-            task.add_done_callback(functools.partial(self._answered, message.id))
             return True
         if isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
-            running = self.taken.get((message.params or {}).get("requestId"))  # type: ignore[arg-type]
+            request_id = (message.params or {}).get("requestId")
+            running = self.taken.get(request_id)  # type: ignore[arg-type]
             if running is not None:
                 running.cancel()
+                self._forget(request_id, running)  # type: ignore[arg-type]  # (one cancelled before it ran: no cleanup)
                 return True
         return False
 
-    def _answered(self, request_id: types.RequestId, task: asyncio.Task[None]) -> None:
+    def _forget(self, request_id: types.RequestId, task: asyncio.Task[None]) -> None:
         self.tasks.discard(task)
-        if self.taken.get(request_id) is task:  # (a task cancelled before it ran never reached its own cleanup)
+        if self.taken.get(request_id) is task:
             del self.taken[request_id]
-        if not task.cancelled() and task.exception() is not None:
-            logger.error("a fast-path answer failed", exc_info=task.exception())
 
     async def answer(self, request_id: types.RequestId, make: Callable[[], Awaitable[types.JSONRPCMessage]]) -> None:
-        response = await make()
-        self.taken.pop(request_id, None)
+        """Answer one taken request (its own cleanup, not a done callback: that would cost an event-loop turn)."""
+        task = asyncio.current_task()
+        assert task is not None
         assert self.writer is not None
-        # Straight onto the pipe (a whole line per write, so it cannot interleave with the session's lines).
-        self.writer.write(response.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8") + b"\n")
-        with contextlib.suppress(ConnectionError):  # the client went away; the session ends on its own
+        try:
+            response = await make()
+            self._forget(request_id, task)
+            # Straight onto the pipe (a whole line per write, so it cannot interleave with the session's lines).
+            self.writer.write(response.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8") + b"\n")
             await self.writer.drain()
+        except ConnectionError:
+            pass  # the client went away; the session ends on its own
+        except Exception:  # a transport task: one bad answer must not go unheard
+            logger.exception("a fast-path answer failed")
+        finally:
+            self._forget(request_id, task)
 
     # -- pumps ------------------------------------------------------------------------------------------------------
 
