@@ -202,6 +202,10 @@ def watched(
     stream classes), and carries ``channel``'s raw requests beside the session.
     """
 
+    bind = getattr(transport, "bind", None)
+    if channel is not None and callable(bind):
+        bind(channel)  # a transport owning its pipes serves the channel's requests itself (``backends.pipes``)
+
     @asynccontextmanager
     async def run() -> AsyncIterator[TransportStreams]:
         era = _Era()

@@ -33,6 +33,7 @@ class _RunningSlots:
         self._limit = limit
         self.running: set[Supervisor] = set()
         self._freed = anyio.Event()
+        self._waiting = 0
 
     async def acquire(self, supervisor: Supervisor) -> None:
         while len(self.running) >= self._limit:
@@ -42,7 +43,11 @@ class _RunningSlots:
                 logger.info("stopping idle server %s to make room for %s", victim.name, supervisor.name)
                 await victim.stop()
                 continue
-            await self._freed.wait()
+            self._waiting += 1
+            try:
+                await self._freed.wait()
+            finally:
+                self._waiting -= 1
         self.running.add(supervisor)
 
     def release(self, supervisor: Supervisor) -> None:
@@ -50,7 +55,8 @@ class _RunningSlots:
         self._wake()
 
     def idle(self, supervisor: Supervisor) -> None:
-        self._wake()  # a waiter in acquire() may evict it now
+        if self._waiting:  # (every call ends here: no new event unless someone waits)
+            self._wake()  # a waiter in acquire() may evict it now
 
     def _wake(self) -> None:
         self._freed.set()

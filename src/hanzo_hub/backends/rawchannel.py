@@ -6,6 +6,10 @@ it sends a request straight into the transport's write stream and takes the matc
 before the session sees it (``base._WatchedReadStream`` asks :meth:`RawChannel.claim` about every response). The
 ids are strings with a per-connection random prefix, so they cannot collide with the session's integer ids.
 
+On a transport that owns its pipes (``hanzo_hub.backends.pipes``) the channel goes rawer still: :meth:`attach_raw`
+gives it the pipe's line writer, requests go out as JSON text, and the transport offers every frame it reads to
+:meth:`take`, which finds this channel's answers by their id prefix and decodes them with ``json`` alone.
+
 A request cancelled while in flight sends the server ``notifications/cancelled``, as the session would; a connection
 that ends fails every pending request with ``CONNECTION_CLOSED``, which the supervisor turns into "crashed".
 """
@@ -13,8 +17,10 @@ that ends fails every pending request with ``CONNECTION_CLOSED``, which the supe
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import secrets
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +39,7 @@ CANCEL_NOTICE_TIMEOUT = 1.0
 class _Pending:
     done: anyio.Event = field(default_factory=anyio.Event)
     message: types.JSONRPCResponse | types.JSONRPCError | None = None
+    raw: dict[str, Any] | None = None
 
 
 class RawChannel:
@@ -43,16 +50,46 @@ class RawChannel:
         self._ids = itertools.count(1)
         self._pending: dict[str, _Pending] = {}
         self._write: WriteStream[SessionMessage] | None = None
+        self._line: Callable[[bytes], None] | None = None
+        self._drain: Callable[[], Awaitable[None]] | None = None
+        self._marker = self._prefix.encode("ascii")
         self._closed = False
 
     def attach(self, write: WriteStream[SessionMessage]) -> None:
         """The connection is up: requests go to ``write``."""
         self._write = write
 
+    def attach_raw(self, line: Callable[[bytes], None], drain: Callable[[], Awaitable[None]]) -> None:
+        """The transport writes whole lines with ``line`` (then waits for ``drain``) and offers frames to ``take``."""
+        self._line = line
+        self._drain = drain
+
     @property
     def open(self) -> bool:
         """Whether requests can be sent."""
-        return self._write is not None and not self._closed
+        return (self._write is not None or self._line is not None) and not self._closed
+
+    def take(self, frame: bytes) -> bool:
+        """Take a raw frame off the wire if it answers one of this channel's requests (see the module docstring).
+
+        Only frames holding this connection's id prefix are decoded; a frame that is not a response to a pending
+        request (a server request quoting the id, a late answer, garbage) is left to the session.
+        """
+        if not self._pending or self._marker not in frame:
+            return False
+        try:
+            decoded = json.loads(frame)
+        except ValueError:
+            return False
+        if not isinstance(decoded, dict) or "method" in decoded or ("result" not in decoded and "error" not in decoded):
+            return False
+        request_id = decoded.get("id")
+        pending = self._pending.get(request_id) if isinstance(request_id, str) else None
+        if pending is None or pending.done.is_set():
+            return False
+        pending.raw = decoded
+        pending.done.set()
+        return True
 
     def claim(self, item: SessionMessage | Exception) -> bool:
         """Take ``item`` if it answers one of this channel's requests (the session never sees it then)."""
@@ -80,13 +117,19 @@ class RawChannel:
         Raises:
             MCPError: the server answered with an error, or the connection closed (``CONNECTION_CLOSED``).
         """
-        if self._write is None or self._closed:
+        if not self.open:
             raise MCPError(types.CONNECTION_CLOSED, "the connection is closed")
         request_id = f"{self._prefix}{next(self._ids)}"
         pending = self._pending[request_id] = _Pending()
         try:
-            message = types.JSONRPCRequest(jsonrpc="2.0", id=request_id, method=method, params=params)
-            await self._write.send(SessionMessage(message))
+            if self._line is not None and self._drain is not None:
+                body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+                self._line(json.dumps(body, separators=(",", ":")).encode("ascii") + b"\n")
+                await self._drain()
+            else:
+                assert self._write is not None
+                message = types.JSONRPCRequest(jsonrpc="2.0", id=request_id, method=method, params=params)
+                await self._write.send(SessionMessage(message))
             await pending.done.wait()
         except anyio.get_cancelled_exc_class():
             if not pending.done.is_set():
@@ -96,6 +139,8 @@ class RawChannel:
             raise MCPError(types.CONNECTION_CLOSED, "the connection is closed") from None
         finally:
             del self._pending[request_id]
+        if pending.raw is not None:
+            return _raw_result(pending.raw)
         answer = pending.message
         if answer is None:
             raise MCPError(types.CONNECTION_CLOSED, "the connection closed before the answer")
@@ -104,13 +149,35 @@ class RawChannel:
         return answer.result
 
     async def _cancel(self, request_id: str) -> None:
-        if self._write is None or self._closed:
+        if not self.open:
             return
         notice = types.JSONRPCNotification(
             jsonrpc="2.0", method="notifications/cancelled", params={"requestId": request_id, "reason": "cancelled"}
         )
         with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_NOTICE_TIMEOUT):
             try:
+                if self._line is not None and self._drain is not None:
+                    self._line(notice.model_dump_json(by_alias=True, exclude_none=True).encode("utf-8") + b"\n")
+                    await self._drain()
+                    return
+                assert self._write is not None
                 await self._write.send(SessionMessage(notice))
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                 logger.debug("could not tell the server of a cancelled request: the connection is closed")
+
+
+def _raw_result(decoded: dict[str, Any]) -> dict[str, Any]:
+    """The result of a decoded response frame.
+
+    Raises:
+        MCPError: the server answered with an error (a malformed one becomes ``INTERNAL_ERROR``).
+    """
+    if "error" in decoded:
+        error = decoded["error"]
+        code = error.get("code") if isinstance(error, dict) else None
+        message = error.get("message") if isinstance(error, dict) else None
+        if not isinstance(code, int) or isinstance(code, bool) or not isinstance(message, str):
+            raise MCPError(types.INTERNAL_ERROR, "the server answered with a malformed JSON-RPC error")
+        raise MCPError(code, message, error.get("data"))
+    result: dict[str, Any] = decoded["result"]
+    return result  # its shape is the caller's to check (a tools/call result is, before it is relayed)

@@ -167,7 +167,12 @@ class Supervisor:
             MCPError: the server answered with a protocol error (passed through).
         """
         deadline = timeout or self.call_timeout
-        async with self.use() as client:
+        # ``use()`` inlined: this runs for every call, and a generator-based context manager costs more than the rest
+        client = self._client if self.state is State.RUNNING else None
+        if client is None:
+            client = await self.ensure()
+        self.in_flight += 1
+        try:
             ended = self._ended  # this connection's, captured before a restart could replace it
             try:
                 with anyio.fail_after(deadline):
@@ -182,6 +187,8 @@ class Supervisor:
                         await ended.wait()
                     raise BackendCrashed(self.name, f"closed its connection mid-request{self._log_hint()}") from None
                 raise
+        finally:
+            self._done()
         self.failures = 0
         return result
 
@@ -193,10 +200,14 @@ class Supervisor:
         try:
             yield client
         finally:
-            self.in_flight -= 1
-            self.last_used = self._clock()
-            if self.in_flight == 0:
-                self._slots.idle(self)
+            self._done()
+
+    def _done(self) -> None:
+        """A request in flight ended."""
+        self.in_flight -= 1
+        self.last_used = self._clock()
+        if self.in_flight == 0:
+            self._slots.idle(self)
 
     async def ensure(self) -> Client:
         """Start the server unless it runs, and return its client.

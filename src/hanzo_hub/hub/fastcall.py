@@ -206,14 +206,13 @@ class RawToolCalls:
         meta = hub.relay.downstream_meta(ctx)
         if meta:
             params["_meta"] = dict(meta)
-        capabilities = hub.relay.upstream_capabilities(ctx)
         arguments = params.get("arguments")
         supervisor = hub.pool.get(server)
 
         async def op(client: Client) -> dict[str, Any]:
             channel = supervisor.raw_channel
             if channel is None or is_modern(client):  # restarted (or into the stateless era) since the plan
-                with client_capabilities(capabilities):
+                with client_capabilities(hub.relay.upstream_capabilities(ctx)):
                     result = await client.call_tool(params["name"], arguments, meta=meta)
                 return _dump(result)
             return await channel.request(_TOOLS_CALL, params)

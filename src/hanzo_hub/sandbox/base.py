@@ -3,8 +3,8 @@
 A sandbox does two things for the hub:
 
 - ``wrap()`` turns the command of a stdio downstream server into a ``LaunchPlan``: the argv, environment and working
-  directory to hand to the SDK's ``stdio_client``, plus resources (a cgroup) to release with ``aclose()`` once the
-  process has exited.
+  directory to hand to the stdio transport (``backends/pipes.py``), plus resources (a cgroup) to release with
+  ``aclose()`` once the process has exited.
 - ``run()`` executes a command (model-written code) to completion under ``Limits`` and reports a ``RunResult``.
 
 Backends are chosen by name through ``SANDBOXES`` and loaded lazily by ``load_sandbox``, so the docker SDK is imported

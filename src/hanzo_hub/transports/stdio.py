@@ -11,7 +11,9 @@ stdout writes go to stderr), so a library that prints cannot corrupt the protoco
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import contextvars
 import fcntl
 import logging
 import os
@@ -23,7 +25,6 @@ from contextlib import asynccontextmanager
 from typing import Any, cast
 
 import anyio
-import anyio.abc
 import anyio.from_thread
 import anyio.lowlevel
 import mcp_types as types
@@ -102,29 +103,105 @@ def _divert(fd: int, flags: int, target: int | None = None) -> int:
 Intercept = Callable[[types.JSONRPCRequest], Callable[[], Awaitable[types.JSONRPCMessage]] | None]
 """Takes a request away from the SDK session: returns what answers it, or ``None`` to leave it to the session."""
 
+READ_AHEAD = 32
+"""Messages queued for the session before the hub stops reading stdin (until the session catches up)."""
+ANSWER_STOP_TIMEOUT = 5.0
+"""On shutdown, how long the cancelled fast-path answers may take to wind down (they tell downstreams, bounded)."""
 
-class _Pumps:
-    """The two pumps of :func:`event_loop_stdio` and the requests its ``intercept`` took."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, intercept: Intercept | None) -> None:
-        self.reader, self.writer, self.intercept = reader, writer, intercept
+class _Front(asyncio.Protocol):
+    """Reads stdin in the event loop's callback: each line is parsed there, and a request ``intercept`` takes is
+    answered by a task started right there (no reader task in between); the rest queue for the session, in order.
+
+    A request is only intercepted when nothing is queued before it, so the session and the fast path see requests in
+    the order they came. The client's ``notifications/cancelled`` for a taken request cancels its task (no answer
+    goes out, the spec's rule for cancelled requests).
+    """
+
+    def __init__(self, intercept: Intercept | None) -> None:
+        self.intercept = intercept
         self.read_send, self.read_receive = create_context_streams[SessionMessage | Exception](0)
         self.write_send, self.write_receive = create_context_streams[SessionMessage](0)
-        self.taken: dict[types.RequestId, anyio.CancelScope] = {}
+        self.writer: asyncio.StreamWriter | None = None
+        self.taken: dict[types.RequestId, asyncio.Task[None]] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.backlog: collections.deque[SessionMessage | Exception] = collections.deque()
+        self.more = asyncio.Event()
+        self.eof = False
+        self._transport: asyncio.ReadTransport | None = None
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._skipping = False
+        self._paused = False
+        self._context = contextvars.copy_context()
 
-    async def answer(self, request_id: types.RequestId, make: Callable[[], Awaitable[types.JSONRPCMessage]]) -> None:
-        with anyio.CancelScope() as scope:
-            self.taken[request_id] = scope
-            try:
-                response = await make()
-            finally:
-                self.taken.pop(request_id, None)
-            # Straight onto the pipe (a whole line per write, so it cannot interleave with the session's lines).
-            self.writer.write(response.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8") + b"\n")
-            with contextlib.suppress(ConnectionError):  # the client went away; the session ends on its own
-                await self.writer.drain()
+    # -- asyncio callbacks ------------------------------------------------------------------------------------------
 
-    def divert(self, message: types.JSONRPCMessage, tg: anyio.abc.TaskGroup) -> bool:
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.ReadTransport)
+        self._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        start, end = 0, data.find(b"\n")
+        while end >= 0:
+            if self._parts or self._skipping:
+                self._parts.append(data[start:end])
+                line, skipped = b"".join(self._parts), self._skipping
+                self._parts.clear()
+                self._size, self._skipping = 0, False
+                if not skipped:
+                    self._line(line)
+            else:
+                self._line(data[start:end])
+            start, end = end + 1, data.find(b"\n", end + 1)
+        if start < len(data):
+            self._partial(data[start:])
+        if not self._paused and len(self.backlog) >= READ_AHEAD and self._transport is not None:
+            self._paused = True
+            self._transport.pause_reading()
+
+    def eof_received(self) -> bool | None:
+        if self._parts and not self._skipping:
+            self._line(b"".join(self._parts))  # a last message without its newline
+        self._parts.clear()
+        self.eof = True
+        self.more.set()
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.eof = True
+        self.more.set()
+
+    # -- lines ------------------------------------------------------------------------------------------------------
+
+    def _partial(self, chunk: bytes) -> None:
+        if self._skipping:
+            return
+        self._size += len(chunk)
+        if self._size > LINE_LIMIT:
+            self._parts.clear()
+            self._skipping = True  # drop the rest of the line, answer a parse error
+            self._queue(ValueError(f"message longer than {LINE_LIMIT} bytes"))
+            return
+        self._parts.append(chunk)
+
+    def _line(self, line: bytes) -> None:
+        if not line.strip():
+            return
+        try:
+            message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except ValueError as exc:
+            self._queue(exc)
+            return
+        if not self.backlog and self.divert(message):
+            return
+        self._queue(SessionMessage(message))
+
+    def _queue(self, item: SessionMessage | Exception) -> None:
+        self.backlog.append(item)
+        self.more.set()
+
+    def divert(self, message: types.JSONRPCMessage) -> bool:
         """Whether ``message`` was handled here instead of going to the session."""
         if self.intercept is None:
             return False
@@ -132,41 +209,76 @@ class _Pumps:
             make = self.intercept(message)
             if make is None:
                 return False
-            tg.start_soon(self.answer, message.id, make)
+            task = asyncio.get_running_loop().create_task(self.answer(message.id, make), context=self._context.copy())
+            self.taken[message.id] = task
+            self.tasks.add(task)
             return True
         if isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
-            scope = self.taken.get((message.params or {}).get("requestId"))  # type: ignore[arg-type]
-            if scope is not None:
-                scope.cancel()  # the client gave up: no answer goes out (the spec's rule for cancelled requests)
+            request_id = (message.params or {}).get("requestId")
+            running = self.taken.get(request_id)  # type: ignore[arg-type]
+            if running is not None:
+                running.cancel()
+                self._forget(request_id, running)  # type: ignore[arg-type]  # (one cancelled before it ran: no cleanup)
                 return True
         return False
 
-    async def pump_in(self, tg: anyio.abc.TaskGroup) -> None:
+    def _forget(self, request_id: types.RequestId, task: asyncio.Task[None]) -> None:
+        self.tasks.discard(task)
+        if self.taken.get(request_id) is task:
+            del self.taken[request_id]
+
+    async def answer(self, request_id: types.RequestId, make: Callable[[], Awaitable[types.JSONRPCMessage]]) -> None:
+        """Answer one taken request (its own cleanup, not a done callback: that would cost an event-loop turn)."""
+        task = asyncio.current_task()
+        assert task is not None
+        assert self.writer is not None
+        try:
+            response = await make()
+            self._forget(request_id, task)
+            # Straight onto the pipe (a whole line per write, so it cannot interleave with the session's lines).
+            self.writer.write(response.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8") + b"\n")
+            await self.writer.drain()
+        except ConnectionError:
+            pass  # the client went away; the session ends on its own
+        except Exception:  # a transport task: one bad answer must not go unheard
+            logger.exception("a fast-path answer failed")
+        finally:
+            self._forget(request_id, task)
+
+    # -- pumps ------------------------------------------------------------------------------------------------------
+
+    async def pump_in(self) -> None:
+        """Hand the queued messages to the session, in order (a request queued behind others may be diverted)."""
         async with self.read_send:
             while True:
-                try:
-                    line = await self.reader.readline()
-                except ValueError as exc:  # longer than LINE_LIMIT: the reader dropped it
-                    await self.read_send.send(exc)
-                    continue
-                if not line:
+                while self.backlog:
+                    item = self.backlog.popleft()
+                    if self._paused and len(self.backlog) < READ_AHEAD // 2 and self._transport is not None:
+                        self._paused = False
+                        self._transport.resume_reading()
+                    if isinstance(item, SessionMessage) and self.divert(item.message):
+                        continue
+                    await self.read_send.send(item)
+                if self.eof:
                     return
-                if not line.strip():
-                    continue
-                try:
-                    message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                except ValueError as exc:
-                    await self.read_send.send(exc)
-                    continue
-                if not self.divert(message, tg):
-                    await self.read_send.send(SessionMessage(message))
+                self.more.clear()
+                await self.more.wait()
 
     async def pump_out(self) -> None:
+        assert self.writer is not None
         async with self.write_receive:
             async for session_message in self.write_receive:
                 data = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
                 self.writer.write(data.encode("utf-8") + b"\n")
                 await self.writer.drain()
+
+    async def stop_answers(self) -> None:
+        """Cancel the fast-path answers still running and wait for them (bounded)."""
+        tasks = list(self.tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=ANSWER_STOP_TIMEOUT)
 
 
 @asynccontextmanager
@@ -181,19 +293,21 @@ async def event_loop_stdio(
     loop = asyncio.get_running_loop()
     wire_in = _divert(stdin_fd, os.O_RDONLY)
     wire_out = _divert(stdout_fd, os.O_WRONLY, target=2)
-    reader = asyncio.StreamReader(limit=LINE_LIMIT)
-    read_transport, _ = await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(wire_in, "rb", buffering=0)
-    )
+    front = _Front(intercept)
+    read_transport, _ = await loop.connect_read_pipe(lambda: front, os.fdopen(wire_in, "rb", buffering=0))
     write_transport, protocol = await loop.connect_write_pipe(
         asyncio.streams.FlowControlMixin, os.fdopen(wire_out, "wb", buffering=0)
     )
-    pumps = _Pumps(reader, asyncio.StreamWriter(write_transport, protocol, None, loop), intercept)
+    front.writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(pumps.pump_in, tg)
-            tg.start_soon(pumps.pump_out)
-            yield pumps.read_receive, pumps.write_send
+            tg.start_soon(front.pump_in)
+            tg.start_soon(front.pump_out)
+            try:
+                yield front.read_receive, front.write_send
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await front.stop_answers()
             tg.cancel_scope.cancel()
     finally:
         read_transport.close()

@@ -1,0 +1,382 @@
+"""A downstream server's stdin/stdout owned by the hub: asyncio pipes read and written on the event loop.
+
+The SDK's ``stdio_client`` moves every line through anyio process streams, a reader task, a text decoder, a pydantic
+parse and a zero-buffer memory stream before the session's receive loop sees it. Here the pipes are registered with
+the event loop through a subprocess protocol, and each newline-delimited frame is handled in the callback that read
+it: a frame answering one of the raw channel's requests (``hanzo_hub.backends.rawchannel``, ids ``hub-<hex>-N``) is
+handed to its waiting request by an id scan, before any typed parsing; every other frame is parsed once and queued for
+the SDK ``ClientSession`` (its read stream), so everything the session does keeps working. Writes go straight onto the
+stdin pipe, one whole line per write, with flow control (a write waits while the pipe's buffer is full).
+
+What the SDK transport guarantees is kept: the server runs in its own session (process group), stderr goes to the
+caller's file, the read side ends when stdout reaches EOF (unparseable lines surface as exceptions on the read
+stream, a partial last line is dropped), and shutdown is bounded and shielded: stop reading into the session, flush,
+close stdin, wait ``PROCESS_TERMINATION_TIMEOUT``, SIGTERM then SIGKILL the process group, close the transport.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import signal
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+import anyio
+import anyio.lowlevel
+import mcp_types as types
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.client.stdio import get_default_environment
+from mcp.shared.message import SessionMessage
+
+from hanzo_hub.backends.rawchannel import RawChannel
+
+logger = logging.getLogger(__name__)
+
+PROCESS_TERMINATION_TIMEOUT = 2.0
+"""Grace for the server to exit on its own after its stdin closed (the SDK's)."""
+FORCE_KILL_TIMEOUT = 2.0
+"""After SIGTERM to the process group, how long before SIGKILL."""
+REAP_TIMEOUT = 2.0
+"""How long to wait for the event loop to see a killed server exit."""
+FLUSH_TIMEOUT = 0.5
+"""How long a write waiting on a full pipe may hold up shutdown."""
+READ_AHEAD = 32
+"""Frames queued for the session before the hub stops reading the server's stdout (until the session catches up)."""
+_POLL = 0.01
+
+
+class _Wire(asyncio.SubprocessProtocol):
+    """The subprocess protocol: splits stdout into frames and routes each one (see the module docstring)."""
+
+    def __init__(self, channel: RawChannel | None, queue: MemoryObjectSendStream[SessionMessage | Exception]) -> None:
+        self.channel = channel
+        self.queue = queue
+        self.transport: asyncio.SubprocessTransport | None = None
+        self.exited = asyncio.Event()
+        self.stdout_closed = asyncio.Event()
+        self.stdin_lost = False
+        self.discard = False  # shutting down: frames are read (so the server can flush) and dropped
+        self._parts: list[bytes] = []
+        self._paused_reading = False
+        self._paused_writing = False
+        self._drain_waiters: list[asyncio.Future[None]] = []
+
+    # -- asyncio callbacks ------------------------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.SubprocessTransport)
+        self.transport = transport
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        if fd != 1:
+            return
+        start = 0
+        end = data.find(b"\n")
+        if end < 0:
+            self._parts.append(data)
+            return
+        if self._parts:
+            self._parts.append(data[:end])
+            self._frame(b"".join(self._parts))
+            self._parts.clear()
+            start = end + 1
+            end = data.find(b"\n", start)
+        while end >= 0:
+            self._frame(data[start:end])
+            start = end + 1
+            end = data.find(b"\n", start)
+        if start < len(data):
+            self._parts.append(data[start:])
+        if not self._paused_reading and self.queue.statistics().current_buffer_used >= READ_AHEAD:
+            self._pause_reading(True)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if fd == 0:
+            self.stdin_lost = True
+            self._wake_writers()
+        elif fd == 1:
+            if self._parts:
+                logger.debug("server stdout ended inside a line (%d bytes dropped)", sum(map(len, self._parts)))
+                self._parts.clear()
+            self.stdout_closed.set()
+            if self.channel is not None:
+                self.channel.close()  # every fast-path request still waiting has lost its answer
+            self.queue.close()  # the session sees the end of the stream once it has read what came before
+
+    def process_exited(self) -> None:
+        self.exited.set()
+
+    def pause_writing(self) -> None:
+        self._paused_writing = True
+
+    def resume_writing(self) -> None:
+        self._paused_writing = False
+        self._wake_writers()
+
+    # -- frames -----------------------------------------------------------------------------------------------------
+
+    def _frame(self, frame: bytes) -> None:
+        if self.discard or not frame.strip():
+            return
+        if self.channel is not None and self.channel.take(frame):
+            return
+        try:
+            item: SessionMessage | Exception = SessionMessage(
+                types.jsonrpc_message_adapter.validate_json(frame, by_name=False)
+            )
+        except ValueError as exc:
+            item = exc
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self.queue.send_nowait(item)
+
+    def _pause_reading(self, paused: bool) -> None:
+        pipe = self.transport.get_pipe_transport(1) if self.transport is not None else None
+        if not isinstance(pipe, asyncio.ReadTransport) or pipe.is_closing():
+            return
+        self._paused_reading = paused
+        if paused:
+            pipe.pause_reading()
+        else:
+            pipe.resume_reading()
+
+    def caught_up(self) -> None:
+        """The session took a frame: read on once the queue is short again."""
+        if self._paused_reading and (self.discard or self.queue.statistics().current_buffer_used < READ_AHEAD // 2):
+            self._pause_reading(False)
+
+    # -- writing ----------------------------------------------------------------------------------------------------
+
+    def _wake_writers(self) -> None:
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def write(self, line: bytes) -> None:
+        """Put one whole line on the server's stdin (raises ``BrokenResourceError`` once the pipe is gone)."""
+        pipe = self.transport.get_pipe_transport(0) if self.transport is not None else None
+        if self.stdin_lost or not isinstance(pipe, asyncio.WriteTransport) or pipe.is_closing():
+            raise anyio.BrokenResourceError("the server's stdin is closed")
+        pipe.write(line)
+
+    async def drain(self) -> None:
+        """Wait while the stdin pipe's buffer is over its high-water mark."""
+        while self._paused_writing and not self.stdin_lost:
+            waiter = asyncio.get_running_loop().create_future()
+            self._drain_waiters.append(waiter)
+            await waiter
+
+    @property
+    def returncode(self) -> int | None:
+        return self.transport.get_returncode() if self.transport is not None else None
+
+
+class _Reader:
+    """The session's read stream: the queued frames, telling the wire when it may read on."""
+
+    def __init__(self, wire: _Wire, inner: MemoryObjectReceiveStream[SessionMessage | Exception]) -> None:
+        self._wire = wire
+        self._inner = inner
+
+    async def receive(self) -> SessionMessage | Exception:
+        item = await self._inner.receive()
+        self._wire.caught_up()
+        return item
+
+    def close(self) -> None:
+        self._inner.close()
+
+    async def aclose(self) -> None:
+        self._inner.close()
+
+    def __aiter__(self) -> _Reader:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _Reader:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+class _Writer:
+    """The session's write stream: each message dumped and written onto stdin, no task in between."""
+
+    def __init__(self, wire: _Wire, on_broken: Callable[[], None]) -> None:
+        self._wire = wire
+        self._on_broken = on_broken
+        self.closed = False
+
+    async def send(self, item: SessionMessage, /) -> None:
+        if self.closed:
+            raise anyio.ClosedResourceError
+        data = item.message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8") + b"\n"
+        try:
+            self._wire.write(data)
+        except anyio.BrokenResourceError:
+            self._on_broken()  # as the SDK does: the session sees the connection end instead of waiting forever
+            raise
+        await self._wire.drain()
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+    async def __aenter__(self) -> _Writer:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What to run: the command line, extra environment (over the SDK's safe defaults) and working directory."""
+
+    command: str
+    args: list[str]
+    env: Mapping[str, str] | None = None
+    cwd: str | None = None
+
+
+class PipeTransport:
+    """An ``mcp.Client`` transport running one server as a subprocess on event-loop pipes.
+
+    ``launch`` is entered for every start and yields the command line (a sandbox plan wraps it, and is released on
+    exit, after the process ended); stderr is appended to ``log_path``. :meth:`bind` hands the transport the
+    connection's raw channel before it is entered: the channel's requests are then written by it and their answers
+    resolved in its read callback.
+    """
+
+    def __init__(self, launch: Callable[[], AbstractAsyncContextManager[Launch]], log_path: Path) -> None:
+        self.launch = launch
+        self.log_path = log_path
+        self.channel: RawChannel | None = None
+        self.pid: int | None = None
+        """The server's process id once it runs (its process group's too)."""
+        self._run: contextlib.AbstractAsyncContextManager[tuple[_Reader, _Writer]] | None = None
+
+    def bind(self, channel: RawChannel) -> None:
+        """Serve ``channel``'s requests on this transport's pipes."""
+        self.channel = channel
+
+    async def __aenter__(self) -> tuple[_Reader, _Writer]:
+        self._run = _run(self)
+        return await self._run.__aenter__()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        assert self._run is not None
+        return await self._run.__aexit__(exc_type, exc, tb)
+
+
+@asynccontextmanager
+async def _run(spec: PipeTransport) -> AsyncIterator[tuple[_Reader, _Writer]]:
+    spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+    async with spec.launch() as launch:
+        with spec.log_path.open("ab") as errlog:
+            async with _spawned(launch, errlog, spec) as streams:
+                yield streams
+
+
+@asynccontextmanager
+async def _spawned(launch: Launch, errlog: IO[bytes], spec: PipeTransport) -> AsyncIterator[tuple[_Reader, _Writer]]:
+    channel = spec.channel
+    loop = asyncio.get_running_loop()
+    send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](math.inf)
+    wire = _Wire(channel, send)
+    env = get_default_environment() | dict(launch.env or {})
+    transport, _ = await loop.subprocess_exec(
+        lambda: wire,
+        launch.command,
+        *launch.args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=errlog,
+        env=env,
+        cwd=launch.cwd,
+        start_new_session=True,
+    )
+    # From here no await before the try: a cancellation in the gap would leak the live process.
+    spec.pid = transport.get_pid()
+    reader = _Reader(wire, receive)
+    writer = _Writer(wire, on_broken=send.close)
+    if channel is not None:
+        channel.attach_raw(wire.write, wire.drain)
+    try:
+        yield reader, writer
+    finally:
+        with anyio.CancelScope(shield=True):
+            await _shutdown(transport, wire, reader, writer)
+    await anyio.lowlevel.cancel_shielded_checkpoint()
+
+
+async def _shutdown(transport: asyncio.SubprocessTransport, wire: _Wire, reader: _Reader, writer: _Writer) -> None:
+    """Stop the session's traffic, stop the server (bounded at every step), release the pipes."""
+    wire.discard = True
+    reader.close()
+    wire.caught_up()  # a server blocked writing stdout must be drained to reach its exit
+    await writer.aclose()
+    with anyio.move_on_after(FLUSH_TIMEOUT):
+        await wire.drain()
+    if wire.channel is not None:
+        wire.channel.close()
+    stdin = transport.get_pipe_transport(0)
+    if stdin is not None:
+        stdin.close()
+    if not await _exited(wire, PROCESS_TERMINATION_TIMEOUT):
+        await _kill_group(transport.get_pid(), wire)
+        if not await _exited(wire, REAP_TIMEOUT):
+            logger.warning("server process %d is still alive after SIGKILL; abandoning it", transport.get_pid())
+    with contextlib.suppress(PermissionError):  # re-killing a setuid child on close
+        transport.close()
+
+
+async def _exited(wire: _Wire, timeout: float) -> bool:
+    with anyio.move_on_after(timeout):
+        await wire.exited.wait()
+    return wire.exited.is_set() or wire.returncode is not None
+
+
+async def _kill_group(pgid: int, wire: _Wire) -> None:
+    """SIGTERM the server's process group, SIGKILL what is left after ``FORCE_KILL_TIMEOUT``."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    except PermissionError:
+        logger.warning("no permission to signal some of process group %d; waiting for it anyway", pgid)
+    with anyio.move_on_after(FORCE_KILL_TIMEOUT):
+        while _group_alive(pgid):  # noqa: ASYNC110 - a process group signals nothing when it empties
+            await anyio.sleep(_POLL)
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
