@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
@@ -128,7 +128,7 @@ class Hub:
         self.registry = Registry(servers, aliases, prefix=use_prefix, overrides=overrides)
         self.snapshots = SnapshotStore(settings.snapshot_dir)
         self.notifier = ChangeNotifier()
-        self._background: list[Callable[[], Awaitable[None]]] = []
+        self._background: list[Callable[[], Coroutine[Any, Any, None]]] = []
         self._tasks: anyio.abc.TaskGroup | None = None
         self.relay = Relay(self.notifier, user=settings.user, sampling=settings.llm.sampling, sampler=self.llm.sample)
         self.projects = Projects()
@@ -180,7 +180,7 @@ class Hub:
             with anyio.CancelScope(shield=True):
                 await self.sandboxes.aclose()
 
-    def background(self, task: Callable[[], Awaitable[None]]) -> None:
+    def background(self, task: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run ``task`` in the hub's task group (now, or when ``run`` starts); it is cancelled at shutdown."""
         self._background.append(task)
         if self._tasks is not None:

@@ -84,17 +84,19 @@ async def sync_index(
     seeded = [i for i in stale if wanted[ids[i]] in seeds]
     to_embed = [i for i in stale if wanted[ids[i]] not in seeds]
     metas = metadata or [{} for _ in ids]
-    records = [VectorRecord(ids[i], wanted[ids[i]], [float(x) for x in seeds[wanted[ids[i]]]], metas[i]) for i in seeded]
+    records = [
+        VectorRecord(ids[i], wanted[ids[i]], [float(x) for x in seeds[wanted[ids[i]]]], metas[i]) for i in seeded
+    ]
     if to_embed:
         vectors = await embedder.embed([texts[i] for i in to_embed])
-        records += [VectorRecord(ids[i], wanted[ids[i]], vec, metas[i]) for i, vec in zip(to_embed, vectors, strict=True)]
+        records += [
+            VectorRecord(ids[i], wanted[ids[i]], vec, metas[i]) for i, vec in zip(to_embed, vectors, strict=True)
+        ]
     await store.upsert(records)
     await store.delete(removed)
     by_id = {rec.id: rec.vector for rec in await store.get_all()}
     index = DenseIndex.from_vectors(ids, [by_id[rid] for rid in ids], embedder.dimension)
-    stats = SyncStats(
-        embedded=len(to_embed), reused=len(ids) - len(stale), deleted=len(removed), seeded=len(seeded)
-    )
+    stats = SyncStats(embedded=len(to_embed), reused=len(ids) - len(stale), deleted=len(removed), seeded=len(seeded))
     logger.info(
         "tool index synced: %d embedded, %d seeded from shipped vectors, %d reused, %d deleted",
         stats.embedded,
