@@ -47,6 +47,10 @@ class ExposureSettings(_Model):
         default="chroma", description="Where tool vectors persist, keyed by content hash ('memory': not kept)."
     )
     index_path: Path | None = Field(default=None, description="Embedded Chroma folder; default <home>/tool-index.")
+    warm_index: bool = Field(
+        default=True, description="Search mode: load the model and build the tool index in the background at start."
+    )
+    warm_index_timeout: float = Field(default=600.0, gt=0, description="Seconds the background warm-up may take.")
     chroma_host: str | None = Field(default=None, description="Chroma server mode: host (default: embedded).")
     chroma_port: int = Field(default=8000, gt=0)
     max_tools: int = Field(default=15, ge=1, le=50, description="Most tools one find_tools answer returns.")

@@ -11,12 +11,13 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import anyio
+import anyio.abc
 import mcp_types as types
 from mcp import Client, MCPError
 from mcp.server.context import ServerRequestContext
@@ -127,6 +128,8 @@ class Hub:
         self.registry = Registry(servers, aliases, prefix=use_prefix, overrides=overrides)
         self.snapshots = SnapshotStore(settings.snapshot_dir)
         self.notifier = ChangeNotifier()
+        self._background: list[Callable[[], Coroutine[Any, Any, None]]] = []
+        self._tasks: anyio.abc.TaskGroup | None = None
         self.relay = Relay(self.notifier, user=settings.user, sampling=settings.llm.sampling, sampler=self.llm.sample)
         self.projects = Projects()
         self.bridge = EraBridge()
@@ -161,6 +164,9 @@ class Hub:
         try:
             async with self.llm.running(), self.pool, anyio.create_task_group() as tg:
                 self.bridge.bind(tg)
+                self._tasks = tg
+                for task in self._background:
+                    tg.start_soon(task)
                 if missing:
                     self.pool.start_discovery(missing, self._discovered.set)
                 else:
@@ -168,10 +174,17 @@ class Hub:
                 yield
                 tg.cancel_scope.cancel()
         finally:
+            self._tasks = None
             self.notifier.close()
             self.guard.close()
             with anyio.CancelScope(shield=True):
                 await self.sandboxes.aclose()
+
+    def background(self, task: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run ``task`` in the hub's task group (now, or when ``run`` starts); it is cancelled at shutdown."""
+        self._background.append(task)
+        if self._tasks is not None:
+            self._tasks.start_soon(task)
 
     def snapshot_tools(self) -> list[types.Tool]:
         """Every exposed tool known from snapshots (and catalog seeds), without running anything."""

@@ -9,24 +9,28 @@ token budget. The chosen tools are then promoted into that client's ``tools/list
 from __future__ import annotations
 
 import logging
+import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import mcp_types as types
 from mcp import MCPDeprecationWarning
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
+from hanzo_hub.catalog.tool_vectors import load_tool_vectors
 from hanzo_hub.config import ExposureSettings
 from hanzo_hub.config.exposure import ExposureMode
 from hanzo_hub.errors import CompletionError, HubError
 from hanzo_hub.llm.types import Caller, ChatMessage, ChatRequest, ChatResult, Completer, StreamEvent
 from hanzo_hub.selection.dense import SyncStats
 from hanzo_hub.selection.llm_filter import LlmFilter
-from hanzo_hub.selection.pipeline import Selection, Stage2Filter, ToolSelector
+from hanzo_hub.selection.pipeline import DEFAULT_TEXT, Selection, Stage2Filter, ToolSelector
+from hanzo_hub.selection.text import content_hash, tool_text
 from hanzo_hub.vectors import EMBEDDERS, VECTOR_STORES, load_impl
 from hanzo_hub.vectors.base import Embedder, VectorStore
 
@@ -220,15 +224,55 @@ class ToolSearch:
             await self._store.aclose()
             self._store = None
 
+    async def run_background(self, tools_of: Callable[[], Awaitable[Sequence[types.Tool]]]) -> None:
+        """The hub's background task for tool search: warm the index (search mode with ``warm_index``), then wait
+        for shutdown and close the store. Never raises: a failed warm-up only means the first query pays."""
+        try:
+            settings = self._settings
+            if settings.mode == "search" and settings.warm_index and settings.embedder != "none":
+                await self.warm(tools_of)
+            await anyio.sleep_forever()
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                await self.aclose()
+
+    async def warm(self, tools_of: Callable[[], Awaitable[Sequence[types.Tool]]]) -> bool:
+        """Load the model and build/sync the index within ``warm_index_timeout`` seconds; whether it finished."""
+        started = time.perf_counter()
+        with anyio.move_on_after(self._settings.warm_index_timeout) as scope:
+            try:
+                await self._index(tuple(await tools_of()))
+            except HubError as exc:
+                logger.warning("tool search warm-up failed: %s", exc)
+                return False
+        if scope.cancelled_caught:
+            logger.warning("tool search warm-up stopped after %.0f s", self._settings.warm_index_timeout)
+            return False
+        logger.info("tool search warm-up done in %.1f s (%s)", time.perf_counter() - started, self.sync_stats)
+        return True
+
+    def texts(self, tools: Sequence[types.Tool]) -> list[str]:
+        """The texts the index embeds for ``tools`` (what the shipped vectors' hashes are computed from)."""
+        return [tool_text(self._row(tool), DEFAULT_TEXT) for tool in tools]
+
+    def hashes(self, tools: Sequence[types.Tool], model_id: str) -> list[str]:
+        """The index's content hashes of ``tools`` under ``model_id``."""
+        return [content_hash(text, model_id) for text in self.texts(tools)]
+
     async def _index(self, tools: tuple[types.Tool, ...]) -> ToolSelector:
         async with self._lock:
-            if self._selector is None or self._indexed is not tools:
+            if self._selector is None or (self._indexed is not tools and self._indexed != tools):
                 rows = [self._row(tool) for tool in tools]
                 embedder = self._embedder_for_search()
+                store = self._store_for_index() if embedder is not None else None
+                seeds = None
+                if store is not None and embedder is not None:
+                    seeds = await anyio.to_thread.run_sync(load_tool_vectors, embedder.model_id)
                 self._selector = await ToolSelector.build(
                     rows,
                     embedder=embedder,
-                    store=self._store_for_index() if embedder is not None else None,
+                    store=store,
+                    seeds=seeds,
                     core_tools=self._settings.core_tools,
                     max_tools=self._settings.max_tools,
                     token_budget=self._settings.token_budget,

@@ -209,6 +209,7 @@ class _Handlers:
 def build_server(hub: Hub) -> Server[Any]:
     """The hub's front server. Its lifespan is empty: whoever serves it holds ``Hub.open`` around it."""
     h = _Handlers(hub)
+    hub.background(lambda: h.search.run_background(hub.list_tools))  # warm-up; closes the index at shutdown
     w = h.wrap
     with warnings.catch_warnings():  # setLevel, roots: deprecated in 2026-07-28; the hub serves both eras
         warnings.simplefilter("ignore", MCPDeprecationWarning)

@@ -8,7 +8,7 @@ and lets several sub-queries be scored in one matrix product.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,11 +24,13 @@ Matrix = npt.NDArray[np.float32]
 
 @dataclass(frozen=True, slots=True)
 class SyncStats:
-    """What an index sync did: how many tools were embedded, reused from the store, and deleted."""
+    """What an index sync did: how many tools were embedded, reused from the store, deleted, and taken from the
+    shipped precomputed vectors (``seeded``, not counted as embedded)."""
 
     embedded: int
     reused: int
     deleted: int
+    seeded: int = 0
 
 
 class DenseIndex:
@@ -62,11 +64,13 @@ async def sync_index(
     store: VectorStore,
     *,
     metadata: Sequence[dict[str, str]] | None = None,
+    seeds: Mapping[str, Sequence[float] | npt.NDArray[np.float32]] | None = None,
 ) -> tuple[DenseIndex, SyncStats]:
     """Bring ``store`` in line with the given tools, embedding only new or changed texts, and build the index.
 
     A tool is re-embedded when the hash of its text and the embedder's model id differs from the stored one; tools
-    no longer present are deleted from the store.
+    no longer present are deleted from the store. A stale tool whose wanted hash is in ``seeds`` (precomputed
+    vectors of the same model, keyed by the same hash) takes that vector instead of being embedded.
 
     Raises:
         EmbeddingError: the embedder failed.
@@ -76,15 +80,28 @@ async def sync_index(
     stored = await store.hashes()
     stale = [i for i, rid in enumerate(ids) if stored.get(rid) != wanted[rid]]
     removed = [rid for rid in stored if rid not in wanted]
-    if stale:
-        vectors = await embedder.embed([texts[i] for i in stale])
-        metas = metadata or [{} for _ in ids]
-        await store.upsert(
-            [VectorRecord(ids[i], wanted[ids[i]], vec, metas[i]) for i, vec in zip(stale, vectors, strict=True)]
-        )
+    seeds = seeds or {}
+    seeded = [i for i in stale if wanted[ids[i]] in seeds]
+    to_embed = [i for i in stale if wanted[ids[i]] not in seeds]
+    metas = metadata or [{} for _ in ids]
+    records = [
+        VectorRecord(ids[i], wanted[ids[i]], [float(x) for x in seeds[wanted[ids[i]]]], metas[i]) for i in seeded
+    ]
+    if to_embed:
+        vectors = await embedder.embed([texts[i] for i in to_embed])
+        records += [
+            VectorRecord(ids[i], wanted[ids[i]], vec, metas[i]) for i, vec in zip(to_embed, vectors, strict=True)
+        ]
+    await store.upsert(records)
     await store.delete(removed)
     by_id = {rec.id: rec.vector for rec in await store.get_all()}
     index = DenseIndex.from_vectors(ids, [by_id[rid] for rid in ids], embedder.dimension)
-    stats = SyncStats(embedded=len(stale), reused=len(ids) - len(stale), deleted=len(removed))
-    logger.info("tool index synced: %d embedded, %d reused, %d deleted", stats.embedded, stats.reused, stats.deleted)
+    stats = SyncStats(embedded=len(to_embed), reused=len(ids) - len(stale), deleted=len(removed), seeded=len(seeded))
+    logger.info(
+        "tool index synced: %d embedded, %d seeded from shipped vectors, %d reused, %d deleted",
+        stats.embedded,
+        stats.seeded,
+        stats.reused,
+        stats.deleted,
+    )
     return index, stats

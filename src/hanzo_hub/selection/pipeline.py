@@ -109,9 +109,11 @@ class ToolSelector:
         params: FusionParams = DEFAULT_FUSION,
         text_options: TextOptions = DEFAULT_TEXT,
         counter: TokenCounter | None = None,
+        seeds: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> ToolSelector:
-        """Index ``tools``: BM25 always; dense when an embedder is given (persisted in ``store`` when given).
+        """Index ``tools``: BM25 always; dense when an embedder is given (persisted in ``store`` when given;
+        ``seeds`` are precomputed vectors by content hash that the store sync uses instead of embedding).
 
         Raises:
             EmbeddingError: the embedder failed.
@@ -124,7 +126,7 @@ class ToolSelector:
         if embedder is not None and tools:
             if store is not None:
                 metas = [{"server": str(t.get("server", "")), "name": str(t.get("name", ""))} for t in tools]
-                dense, stats = await sync_index(ids, texts, embedder, store, metadata=metas)
+                dense, stats = await sync_index(ids, texts, embedder, store, metadata=metas, seeds=seeds)
             else:
                 dense = DenseIndex.from_vectors(ids, await embedder.embed(texts), embedder.dimension)
         embed = _matrix_embed(embedder) if embedder is not None else None
