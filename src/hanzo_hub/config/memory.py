@@ -23,7 +23,10 @@ class MemoryTierSettings(_Model):
 class MemorySettings(_Model):
     """Hierarchical memory: storage, retrieval, summarization and consolidation thresholds."""
 
-    enabled: bool = Field(default=False, description="Serve the memory tools (remember, recall...) as server 'memory'.")
+    enabled: bool = Field(
+        default=True,
+        description="Serve the memory tools (remember, recall...) as server 'memory'; store and model load on first use.",
+    )
     path: Path | None = Field(default=None, description="Store folder; default: <home>/memory.")
     store: Literal["chroma", "memory"] = Field(default="chroma", description="'memory' keeps nothing on disk.")
     chroma_host: str | None = Field(default=None, description="Chroma server mode: host (default: embedded).")
@@ -36,6 +39,11 @@ class MemorySettings(_Model):
     )
     semantic_weight: float = 0.6
     lexical_weight: float = 0.25
+    group_weight: float = Field(
+        default=0.1, ge=0, description="Weight of the BM25 score of the conversation (source) an entry came from."
+    )
+    lexical_k1: float = Field(default=1.2, gt=0, description="BM25 k1 of the memory index.")
+    lexical_b: float = Field(default=0.75, ge=0, le=1, description="BM25 b (length normalisation).")
     relevance_weight: float = 0.1
     recency_weight: float = 0.05
     recency_half_life_days: float = Field(default=30.0, gt=0)
