@@ -32,9 +32,7 @@ SCOPE = MemoryScope(user="bench", project="latency", session="s")
 BATCH = 1000
 
 
-def corpus(
-    texts: Sequence[str], vecs: np.ndarray, size: int, seed: int = 7
-) -> tuple[list[str], np.ndarray]:
+def corpus(texts: Sequence[str], vecs: np.ndarray, size: int, seed: int = 7) -> tuple[list[str], np.ndarray]:
     """``size`` (text, vector) pairs: the real ones first, then mixtures of two real ones."""
     rng = np.random.default_rng(seed)
     out_t, out_v = list(texts[:size]), [vecs[: min(size, len(texts))]]
@@ -107,20 +105,32 @@ async def run(
             out["disk_bytes"] = du(root)
             out["disk_mb_per_100k"] = round(du(root) / size * 100_000 / 1e6, 1)
             half = len(queries) // 2
-            for name, fast, qs in (("encode (baseline)", False, queries[:half]), ("direct (ours)", True, queries[half:])):
+            for name, fast, qs in (
+                ("encode (baseline)", False, queries[:half]),
+                ("direct (ours)", True, queries[half:]),
+            ):
                 svc.embedder = Embedder(inner, fast)
                 await svc.recall(SCOPE, "warm up " + name, tiers=("project",))
-                total, embed_ms, store_ms = [], [], []
+                index = await svc.store.scope(key)
+                total, embed_ms, dense_ms, lexical_ms = [], [], [], []
                 for q in qs:
                     t0 = time.perf_counter()
                     await svc.recall(SCOPE, q, tiers=("project",))
                     total.append((time.perf_counter() - t0) * 1000)
                     t1 = time.perf_counter()
-                    svc.embedder.embed_sync([q + " ?"])
+                    vector = svc.embedder.embed_sync([q + " ?"])[0]
                     embed_ms.append((time.perf_counter() - t1) * 1000)
+                    t2 = time.perf_counter()
+                    await index.vectors.query(vector, 2 * settings.project.k)
+                    dense_ms.append((time.perf_counter() - t2) * 1000)
+                    t3 = time.perf_counter()
+                    index.lexical.search(q, 2 * settings.project.k)
+                    index.lexical.search_groups(q, 20)
+                    lexical_ms.append((time.perf_counter() - t3) * 1000)
                 out[f"recall {name}"] = percentiles(total)
-                out[f"query embedding alone {name}"] = percentiles(embed_ms)
-                del store_ms
+                out[f"part: query embedding {name}"] = percentiles(embed_ms)
+                out[f"part: vector query {name}"] = percentiles(dense_ms)
+                out[f"part: BM25 entries + conversations {name}"] = percentiles(lexical_ms)
             svc.embedder = Embedder(inner, True)
             sample = [t + " (again)" for t in texts[:remember_n]]
             started = time.perf_counter()

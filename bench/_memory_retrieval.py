@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -46,9 +47,12 @@ class Haystack:
     qvec: Vec
 
     @classmethod
-    def of(cls, item: dict, vector: Callable[[str], Vec]) -> Haystack:
-        texts, sessions, times, back = [], [], [], []
-        gold = set()
+    def of(cls, item: dict[str, Any], vector: Callable[[str], Vec]) -> Haystack:
+        texts: list[str] = []
+        sessions: list[str] = []
+        times: list[float] = []
+        back: list[int] = []
+        gold: set[int] = set()
         total = sum(len(s) for s in item["haystack_sessions"])
         pos = 0
         for sid, date, session in zip(
@@ -90,7 +94,8 @@ def bm25_ranking(h: Haystack) -> list[int]:
 
 def dense_ranking(h: Haystack) -> list[int]:
     """Cosine over MiniLM turn embeddings."""
-    return np.argsort(-(h.vecs @ h.qvec), kind="stable").tolist()
+    ranking: list[int] = np.argsort(-(h.vecs @ h.qvec), kind="stable").tolist()
+    return ranking
 
 
 def ndcg(ranked: list[str], gold: set[str], k: int) -> float:
@@ -121,7 +126,7 @@ def score_ranking(h: Haystack, ranking: list[int], acc: dict[str, list[float]]) 
 
 
 def evaluate(
-    haystacks: list[Haystack], methods: dict[str, Callable[[Haystack], list[int]]]
+    haystacks: list[Haystack], methods: Mapping[str, Callable[[Haystack], list[int]]]
 ) -> dict[str, dict[str, float]]:
     """Every metric of every method, averaged over ``haystacks`` (bucket counts under ``n <bucket>``)."""
     out: dict[str, dict[str, float]] = {}

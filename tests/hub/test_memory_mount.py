@@ -29,7 +29,8 @@ async def test_memory_is_off_when_disabled(make_settings: MakeSettings) -> None:
 async def test_memory_is_on_by_default(make_settings: MakeSettings) -> None:
     # The defaults as shipped (persistent store, MiniLM): listing the tools opens neither the store nor the model.
     settings = make_settings({"alpha": inproc("alpha")}, memory={})
-    assert settings.memory.enabled and settings.memory.store == "chroma"
+    assert settings.memory.enabled
+    assert settings.memory.store == "chroma"
     async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
     assert {"memory__remember", "memory__recall", "alpha__echo"} <= names

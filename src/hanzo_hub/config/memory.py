@@ -25,7 +25,7 @@ class MemorySettings(_Model):
 
     enabled: bool = Field(
         default=True,
-        description="Serve the memory tools (remember, recall...) as server 'memory'; store and model load on first use.",
+        description="Serve the memory tools (remember, recall...) as server 'memory'; the store and model load lazily.",
     )
     path: Path | None = Field(default=None, description="Store folder; default: <home>/memory.")
     store: Literal["chroma", "memory"] = Field(default="chroma", description="'memory' keeps nothing on disk.")
@@ -48,7 +48,7 @@ class MemorySettings(_Model):
     recency_weight: float = 0.05
     recency_half_life_days: float = Field(default=30.0, gt=0)
     lexical: bool = Field(default=True, description="Fuse BM25 with the dense scores.")
-    lexical_max_entries: int = Field(default=50_000, ge=0, description="Tiers larger than this use dense only.")
+    lexical_max_entries: int = Field(default=200_000, ge=0, description="Tiers larger than this use dense only.")
     token_budget: int = Field(default=2000, ge=1, description="Recall results are cut to this many tokens.")
     session_token_budget: int = Field(default=8000, ge=1)
     summarize_at: float = Field(default=0.75, gt=0, le=1, description="Share of the session budget that triggers.")

@@ -145,7 +145,8 @@ class MemoryService:
         for tier, index in indexes.items():
             index.touch((h.entry.id for h in hits if h.tier == tier), now)
         return [
-            RecallHit(indexes[h.tier].entries[h.entry.id], h.tier, h.score, h.semantic, h.lexical, h.group) for h in hits
+            RecallHit(indexes[h.tier].entries[h.entry.id], h.tier, h.score, h.semantic, h.lexical, h.group)
+            for h in hits
         ]
 
     async def entries(self, scope: MemoryScope, where: MemoryFilter = MemoryFilter()) -> list[MemoryEntry]:

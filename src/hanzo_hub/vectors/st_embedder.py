@@ -122,7 +122,7 @@ class SentenceTransformerEmbedder:
         computation as ``encode`` without its per-call bookkeeping (sorting, batching, progress, device moves);
         larger batches use ``encode``.
         """
-        model = self._load()
+        self._load()
         with map_model_errors("embedding"):
             import torch
 
