@@ -7,7 +7,9 @@ import hashlib
 import json
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -15,8 +17,8 @@ DATA = Path(__file__).resolve().parents[2] / "shared/benchmarks/memory/longmemev
 CACHE = Path(__file__).resolve().parent / ".cache" / "memory"
 
 
-def load(limit: int | None = None) -> list[dict]:
-    items = json.loads(gzip.decompress(DATA.read_bytes()))
+def load(limit: int | None = None) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = json.loads(gzip.decompress(DATA.read_bytes()))
     return items[:limit] if limit else items
 
 
@@ -24,7 +26,7 @@ def text_key(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()
 
 
-def texts_of(items: list[dict]) -> list[str]:
+def texts_of(items: list[dict[str, Any]]) -> list[str]:
     seen: dict[str, str] = {}
     for item in items:
         seen.setdefault(text_key(item["question"]), item["question"])
@@ -35,9 +37,11 @@ def texts_of(items: list[dict]) -> list[str]:
     return list(seen.values())
 
 
-def cached(texts: list[str], embed_fn, chunk: int = 2048) -> dict[str, np.ndarray]:
+def cached(
+    texts: list[str], embed_fn: Callable[[Sequence[str]], Any], chunk: int = 2048
+) -> dict[str, np.ndarray[Any, Any]]:
     CACHE.mkdir(parents=True, exist_ok=True)
-    store: dict[str, np.ndarray] = {}
+    store: dict[str, np.ndarray[Any, Any]] = {}
     for path in sorted(CACHE.glob("emb-*.npz")):
         with np.load(path) as npz:
             store.update(zip(npz["keys"].tolist(), npz["vecs"], strict=True))

@@ -61,7 +61,7 @@ from _common import (
 )
 from hanzo_hub.backends.listing import Listing
 from hanzo_hub.backends.snapshot import SnapshotStore
-from hanzo_hub.config import load_settings
+from hanzo_hub.config import MemorySettings, load_settings
 from hanzo_hub.hub.core import Hub
 
 NAME = "cold_start"
@@ -134,6 +134,10 @@ def generate_home(root: Path, servers: int, per_server: int) -> dict[str, Any]:
 
 
 # -- timing one start ---------------------------------------------------------------------------------------------
+
+
+MEMORY_TOOLS = 7 if MemorySettings().enabled else 0
+"""The hub's own memory server (on by default) lists its tools beside the configured ones."""
 
 
 def start_raw(argv: list[str], expect_tools: int | None) -> dict[str, float]:
@@ -430,12 +434,12 @@ def main() -> None:
         variants: dict[str, Any] = {
             "python -c pass": lambda: start_exit([PYTHON, "-c", "pass"]),
             "fixture": lambda: start_raw(fixture, None),
-            "hub-empty": lambda: start_raw(hub0, 0),
-            "hub-300": lambda: start_raw(hub300, generated["tools"]),
+            "hub-empty": lambda: start_raw(hub0, MEMORY_TOOLS),
+            "hub-300": lambda: start_raw(hub300, generated["tools"] + MEMORY_TOOLS),
         }
         if not opts.quick:
             variants["fixture/sdk-auto"] = lambda: start_sdk(fixture, None)
-            variants["hub-300/sdk-auto"] = lambda: start_sdk(hub300, generated["tools"])
+            variants["hub-300/sdk-auto"] = lambda: start_sdk(hub300, generated["tools"] + MEMORY_TOOLS)
         for fn in variants.values():  # warm the page cache and .pyc files once
             fn()
         results: dict[str, list[dict[str, float]]] = {k: [] for k in variants}

@@ -1,141 +1,235 @@
-"""LongMemEval_S retrieval: BM25, dense (MiniLM), hybrid (RRF) and the tiered pipeline, in one run.
+"""Memory benchmark: LongMemEval_S retrieval (BM25, dense, hybrid, the tiered pipeline) and latency at 100K.
 
-Protocol (LongMemEval's retrieval evaluation): keys are user turns; gold turns are those marked ``has_answer``,
-gold sessions are ``answer_session_ids``; abstention questions are skipped. Session ranking = order of first
-appearance of a session in the turn ranking. Metrics: recall_any@k, recall_all@k (all evidence in top k), NDCG@10,
-at turn and session level, plus turn recall@10 bucketed by how many turns back (from the end of the haystack) the
-evidence lies. Embeddings come from ``bench/.cache/memory`` (``bench/_memory_embed.py``); ``--limit N`` runs the
-first N questions, and only questions whose turns are all cached are run (the report says how many).
+Retrieval (``_memory_retrieval``): each question's haystack is its own memory store (its user turns), the query is
+the question, abstention questions are skipped. ``tiered`` is the product's ``TieredRetriever`` over a
+``ScopeIndex`` holding the turns as memories (``source`` = their session, ``created_at`` = the session date, the
+clock = the question date), with the settings below. Its weights were chosen on the tuning half (questions at even
+positions of the file, ``--tune``); the report gives the held-out half (odd positions) and all questions.
+
+Dense scores need the cached MiniLM vectors (``bench/.cache/memory``, from ``_memory_embed.py``; not committed).
+Methods that need them run on the questions whose texts are all cached; the report says how many.
+
+``.venv/bin/python bench/memory.py [--tune] [--latency-size 100000] [--no-latency]``
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
-import math
+import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _memory_embed import cached, load, text_key
+from _memory_retrieval import Haystack, bm25_ranking, dense_ranking, evaluate, rrf
 from hanzo_hub.config import MemorySettings, MemoryTierSettings
+from hanzo_hub.memory.lexical import IncrementalBM25
 from hanzo_hub.memory.models import MemoryEntry, ScopeKey
 from hanzo_hub.memory.store import NumpyVectorStore, ScopeIndex
 from hanzo_hub.memory.tiers import TieredRetriever
-from hanzo_hub.selection.lexical import BM25Index
 
 OUT = Path(__file__).resolve().parent / "results"
-BUCKETS = [(0, 10, "first 10 turns back"), (10, 50, "10-50"), (50, 200, "50-200"), (200, 10**9, "beyond 200")]
+TIER = MemoryTierSettings(k=50, threshold=0.0)
+TUNED: dict[str, float] = {"recency_weight": 0.0}
+"""Overrides of ``MemorySettings`` for the tiered run without ``--tune``: the shipped defaults (which are the
+weights ``--tune`` chose: lexical 0.4, conversation 0.3, BM25 b 0.4), recency off as in the grid's best."""
 
 
-def rrf(*rankings: list[int], k: float = 60.0) -> list[int]:
-    score: dict[int, float] = {}
-    for ranking in rankings:
-        for r, i in enumerate(ranking):
-            score[i] = score.get(i, 0.0) + 1 / (k + r + 1)
-    return sorted(score, key=lambda i: -score[i])
+BEFORE = {"lexical_weight": 0.25, "group_weight": 0.0, "lexical_b": 0.75, "recency_weight": 0.0}
+"""The fusion as it was before this round (no conversation score, BM25 b 0.75)."""
 
 
-def ndcg(ranked: list[str], gold: set[str], k: int) -> float:
-    dcg = sum(1 / math.log2(r + 2) for r, x in enumerate(ranked[:k]) if x in gold)
-    ideal = sum(1 / math.log2(r + 2) for r in range(min(k, len(gold))))
-    return dcg / ideal if ideal else 0.0
+def tiered_settings(**overrides: float) -> MemorySettings:
+    base = {"store": "memory", "project": TIER, "relevance_weight": 0.0}
+    return MemorySettings.model_validate(base | overrides)
 
 
-async def tiered_ranking(turns: list[dict], vecs: np.ndarray, qtext: str, qvec: np.ndarray) -> list[int]:
-    tier = MemoryTierSettings(k=50, threshold=0.0)
-    settings = MemorySettings(store="memory", project=tier, recency_weight=0.0, relevance_weight=0.0)
-    key = ScopeKey("bench", "q", "project")
-    index = ScopeIndex(key, NumpyVectorStore(), None, None)
+_INDEXES: dict[tuple[str, float, float], ScopeIndex] = {}
+"""Built once per question and BM25 parameters, reused across settings (recall does not change an index)."""
+
+
+async def _index(h: Haystack, settings: MemorySettings) -> ScopeIndex:
+    cache_key = (h.qid, settings.lexical_k1, settings.lexical_b)
+    if cache_key in _INDEXES:
+        return _INDEXES[cache_key]
+    key = ScopeKey("bench", h.qid, "project")
+    lexical = IncrementalBM25(k1=settings.lexical_k1, b=settings.lexical_b)
+    index = ScopeIndex(key, NumpyVectorStore(), None, None, lexical)
     entries = [
-        MemoryEntry(id=str(i), content=t["content"], user="bench", project="q", tier="project", created_at=0.0,
-                    accessed_at=0.0, embedding=tuple(float(x) for x in vecs[i]))
-        for i, t in enumerate(turns)
+        MemoryEntry(id=str(i), content=t, user="bench", project=h.qid, tier="project", created_at=h.times[i],
+                    accessed_at=h.times[i], source=h.sessions[i], embedding=tuple(h.vecs[i].tolist()))
+        for i, t in enumerate(h.texts)
     ]  # fmt: skip
     await index.put(entries)
-    hits = await TieredRetriever(settings, lambda: 0.0).recall({"project": index}, qtext, qvec.tolist(),
-                                                               token_budget=10**9)  # fmt: skip
-    return [int(h.entry.id) for h in hits]
+    _INDEXES[cache_key] = index
+    return index
 
 
-def evaluate(items: list[dict], store: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
-    methods = ["bm25", "dense", "hybrid", "tiered"]
-    acc: dict[str, dict[str, list[float]]] = {m: {} for m in methods}
-    for item in items:
-        turns, sessions, back = [], [], []
-        total = sum(len(s) for s in item["haystack_sessions"])
-        pos = 0
-        for sid, session in zip(item["haystack_session_ids"], item["haystack_sessions"], strict=True):
-            for turn in session:
-                pos += 1
-                if turn["role"] == "user":
-                    turns.append(turn)
-                    sessions.append(sid)
-                    back.append(total - pos)
-        gold_t = {str(i) for i, t in enumerate(turns) if t.get("has_answer")}
-        gold_s = set(item["answer_session_ids"])
-        vecs = np.stack([store[text_key(t["content"])] for t in turns])
-        qvec = store[text_key(item["question"])]
-        dense = np.argsort(-(vecs @ qvec), kind="stable").tolist()
-        bm = [i for i, _ in BM25Index([t["content"] for t in turns]).search(item["question"], len(turns))]
-        ranks = {"bm25": bm, "dense": dense, "hybrid": rrf(bm, dense)}
-        ranks["tiered"] = anyio.run(tiered_ranking, turns, vecs, item["question"], qvec)
-        for m, ranking in ranks.items():
-            rt = [str(i) for i in ranking]
-            rs = list(dict.fromkeys(sessions[i] for i in ranking))
-            a = acc[m]
-            for k in (5, 10):
-                if gold_t:
-                    a.setdefault(f"turn_recall_any@{k}", []).append(float(bool(gold_t & set(rt[:k]))))
-                    a.setdefault(f"turn_recall_all@{k}", []).append(float(gold_t <= set(rt[:k])))
-                a.setdefault(f"session_recall_any@{k}", []).append(float(bool(gold_s & set(rs[:k]))))
-                a.setdefault(f"session_recall_all@{k}", []).append(float(gold_s <= set(rs[:k])))
-            if gold_t:
-                a.setdefault("turn_ndcg@10", []).append(ndcg(rt, gold_t, 10))
-            a.setdefault("session_ndcg@10", []).append(ndcg(rs, gold_s, 10))
-            for lo, hi, name in BUCKETS:
-                for g in gold_t:
-                    if lo <= back[int(g)] < hi:
-                        a.setdefault(f"turn_recall@10 {name}", []).append(float(g in rt[:10]))
-    return {m: {k: round(float(np.mean(v)), 4) for k, v in sorted(a.items())} | {"n": len(items)}
-            for m, a in acc.items()}  # fmt: skip
+async def _tiered(h: Haystack, settings: MemorySettings) -> list[int]:
+    index = await _index(h, settings)
+    retriever = TieredRetriever(settings, lambda: h.question_time)
+    hits = await retriever.recall({"project": index}, h.question, h.qvec.tolist(), token_budget=10**9)
+    ranked = [int(hit.entry.id) for hit in hits]
+    seen = set(ranked)
+    return ranked + [i for i in range(len(h.texts)) if i not in seen]
+
+
+def tiered(settings: MemorySettings) -> Any:
+    return lambda h: anyio.run(_tiered, h, settings)
+
+
+def haystacks() -> tuple[list[Haystack], list[bool]]:
+    """Every non-abstention question, and whether all its texts have cached vectors (zeros stand in otherwise)."""
+    store = cached([], lambda texts: [])
+    zero = np.zeros(384, dtype=np.float32)
+    out, dense_ok = [], []
+    for item in load():
+        if item["question_id"].endswith("_abs"):
+            continue
+        ok = [True]
+
+        def vector(text: str, ok: list[bool] = ok) -> np.ndarray:
+            vec = store.get(text_key(text))
+            if vec is None:
+                ok[0] = False
+                return zero
+            return vec
+
+        out.append(Haystack.of(item, vector))
+        dense_ok.append(ok[0])
+    return out, dense_ok
+
+
+GRID = {
+    "semantic_weight": [0.6],
+    "lexical_weight": [0.25, 0.4, 0.6],
+    "group_weight": [0.1, 0.2, 0.3, 0.45],
+    "lexical_b": [0.4, 0.75],
+    "recency_weight": [0.0, 0.05],
+}
+
+
+def tune(hs: list[Haystack]) -> dict[str, Any]:
+    """Grid search of the tiered weights on ``hs`` (the tuning half), by turn all@10 + session all@5."""
+    rows: list[dict[str, Any]] = []
+    for values in itertools.product(*GRID.values()):
+        overrides = dict(zip(GRID, values, strict=True))
+        r = evaluate(hs, {"t": tiered(tiered_settings(**overrides))})["t"]
+        objective = r["turn_recall_all@10"] + r["session_recall_all@5"]
+        rows.append({"overrides": overrides, "objective": round(objective, 4), "turn_recall_all@10":
+                     r["turn_recall_all@10"], "session_recall_all@5": r["session_recall_all@5"]})  # fmt: skip
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    rows.sort(key=lambda row: -row["objective"])
+    return {"best": rows[0], "grid": GRID, "top5": rows[:5], "configs": len(rows)}
+
+
+def methods(settings: MemorySettings) -> dict[str, Any]:
+    return {
+        "bm25": bm25_ranking,
+        "dense": dense_ranking,
+        "hybrid (RRF)": lambda h: rrf(bm25_ranking(h), dense_ranking(h)),
+        "tiered (before)": tiered(tiered_settings(**BEFORE)),
+        "tiered (tuned)": tiered(settings),
+    }
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = [f"# Memory: {report['dataset']}", "", report["protocol"], ""]
+    for part, results in report["retrieval"].items():
+        keys = [k for k in next(iter(results.values())) if not k.startswith("n ")]
+        lines += [f"## {part}", "", "| metric | " + " | ".join(results) + " |", "|---" * (len(results) + 1) + "|"]
+        lines += [f"| {k} | " + " | ".join(str(results[m].get(k, "")) for m in results) + " |" for k in keys]
+        lines.append("")
+    lines += ["## Tuning", "", "```", json.dumps(report.get("tuning"), indent=1), "```", ""]
+    latency = report.get("latency") or {}
+    if latency:
+        lines += [
+            "## Latency (`_memory_latency.py`)",
+            "",
+            "| measured | p50 ms | p95 ms | mean ms | n |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [f"| {k} | {v['p50_ms']} | {v['p95_ms']} | {v['mean_ms']} | {v['n']} |"
+                  for k, v in latency.items() if isinstance(v, dict) and "p50_ms" in v]  # fmt: skip
+        lines += ["", "| other | value |", "|---|---|"]
+        lines += [f"| {k} | {v} |" for k, v in latency.items() if not (isinstance(v, dict) and "p50_ms" in v)]
+        lines.append("")
+    return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--limit", type=int, default=None)
-    parser.add_argument("--embed-missing", action="store_true", help="embed uncached texts (slow on 2 cores)")
+    parser.add_argument("--tune", action="store_true", help="grid-search the tiered weights on the tuning half")
+    parser.add_argument("--latency-size", type=int, default=100_000)
+    parser.add_argument("--no-latency", action="store_true", help="reuse the latency part of the last results file")
+    parser.add_argument("--latency-only", action="store_true", help="measure latency only (into the results file)")
     args = parser.parse_args()
-    items = [i for i in load(args.limit) if not i["question_id"].endswith("_abs")]
-    if args.embed_missing:
-        from _memory_embed import texts_of
-        from hanzo_hub.vectors.st_embedder import SentenceTransformerEmbedder
+    if args.latency_only:
+        return latency_only(args.latency_size)
+    hs, dense_ok = haystacks()
+    covered = [h for h, ok in zip(hs, dense_ok, strict=True) if ok]
+    tune_half = [h for i, h in enumerate(covered) if i % 2 == 0]
+    held_out = [h for i, h in enumerate(covered) if i % 2 == 1]
+    tuning = tune(tune_half) if args.tune else None
+    overrides = tuning["best"]["overrides"] if tuning else TUNED
+    settings = tiered_settings(**overrides)
+    lexical_only: dict[str, Any] = {"bm25": bm25_ranking}
+    report: dict[str, Any] = {
+        "dataset": "LongMemEval_S cleaned subset200",
+        "protocol": (
+            f"{len(hs)} non-abstention questions of 199; dense vectors cached for {len(covered)}. Tuned on "
+            f"{len(tune_half)} (even positions among those), held out {len(held_out)} (odd positions). Keys are "
+            "user turns; a session ranks at the first appearance of one of its turns."
+        ),
+        "embedder": "all-MiniLM-L6-v2 (max_seq_length 256)",
+        "tiered_settings": {"project_tier": TIER.model_dump(), **overrides},
+        "retrieval": {
+            f"held-out half ({len(held_out)} questions)": evaluate(held_out, methods(settings)),
+            f"all questions with vectors ({len(covered)})": evaluate(covered, methods(settings)),
+            f"BM25 on every question ({len(hs)})": evaluate(hs, lexical_only),
+        },
+        "tuning": tuning,
+    }
+    previous = json.loads((OUT / "memory.json").read_text()) if (OUT / "memory.json").exists() else {}
+    report["latency"] = previous.get("latency") if args.no_latency else measure_latency(hs, args.latency_size)
+    write(report)
 
-        store = cached(texts_of(items), SentenceTransformerEmbedder(threads=2).embed_array_sync)
-    else:
-        store = cached([], lambda texts: [])
 
-    def covered(item: dict) -> bool:
-        texts = [item["question"]] + [t["content"] for s in item["haystack_sessions"] for t in s if t["role"] == "user"]
-        return all(text_key(t) in store for t in texts)
+def measure_latency(hs: list[Haystack], size: int) -> dict[str, Any]:
+    from _memory_latency import run as latency
+    from hanzo_hub.vectors.st_embedder import SentenceTransformerEmbedder
 
-    runnable = [i for i in items if covered(i)]
-    results = evaluate(runnable, store)
-    report = {"dataset": "LongMemEval_S cleaned subset200", "questions_requested": len(items),
-              "questions_run": len(runnable), "embedder": "all-MiniLM-L6-v2 (max_seq_length 256)",
-              "tiered_settings": "project tier k=50 threshold 0.0, BM25 fusion on, recency/relevance off",
-              "retrieval": results, "latency": "not run in this session"}  # fmt: skip
+    store = cached([], lambda texts: [])
+    texts = list(dict.fromkeys(t for h in hs for t in h.texts if text_key(t) in store))
+    vecs = np.stack([store[text_key(t)] for t in texts])
+    queries = [h.question for h in hs]
+    result: dict[str, Any] = anyio.run(latency, texts, vecs, queries, SentenceTransformerEmbedder(), size, 512)
+    result["real turn vectors"] = len(texts)
+    result["load average at end"] = list(os.getloadavg())
+    return result
+
+
+def latency_only(size: int) -> None:
+    hs, _ = haystacks()
+    latency = measure_latency(hs, size)
+    report = json.loads((OUT / "memory.json").read_text()) if (OUT / "memory.json").exists() else {}
+    if "protocol" not in report:  # an older layout: start over
+        report = {"dataset": "LongMemEval_S cleaned subset200", "protocol": "(retrieval not run)", "retrieval": {}}
+    report["latency"] = latency
+    write(report)
+
+
+def write(report: dict[str, Any]) -> None:
     OUT.mkdir(exist_ok=True)
     (OUT / "memory.json").write_text(json.dumps(report, indent=2) + "\n")
-    keys = sorted(results["bm25"])
-    lines = [f"# Memory retrieval, LongMemEval_S ({len(runnable)} of {len(items)} questions run)", "",
-             "| metric | " + " | ".join(results) + " |", "|---" * (len(results) + 1) + "|"]  # fmt: skip
-    lines += [f"| {k} | " + " | ".join(str(results[m].get(k, "")) for m in results) + " |" for k in keys]
-    (OUT / "memory.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    (OUT / "memory.md").write_text(markdown(report))
+    print(markdown(report))
 
 
 if __name__ == "__main__":

@@ -69,6 +69,8 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         if key.startswith("HANZO_HUB_"):
             monkeypatch.delenv(key)
     monkeypatch.setenv("HANZO_HUB_HOME", str(tmp_path / "default-home"))
+    # Memory is on by default; tests written for a hub without it keep it off unless they pass a memory section.
+    monkeypatch.setenv(MEMORY_OFF, "false")
 
 
 @pytest.fixture
@@ -78,19 +80,26 @@ def hub_home(tmp_path: Path) -> Path:
     return home
 
 
+MEMORY_OFF = "HANZO_HUB_MEMORY__ENABLED"
+"""Set to ``false`` for every test (memory defaults to on); ``make_settings(memory=...)`` removes it."""
+
+
 class MakeSettings(Protocol):
     def __call__(self, servers: dict[str, Any], **sections: Any) -> HubSettings: ...
 
 
 @pytest.fixture
-def make_settings(tmp_path: Path, hub_home: Path) -> MakeSettings:
+def make_settings(tmp_path: Path, hub_home: Path, monkeypatch: pytest.MonkeyPatch) -> MakeSettings:
     """Write a config file (Claude-style ``mcpServers`` plus hub sections) and load it with ``home=hub_home``.
 
-    ``backends`` merges over ``FAST_BACKENDS``; other keyword arguments become top-level sections.
+    ``backends`` merges over ``FAST_BACKENDS``; other keyword arguments become top-level sections. A ``memory``
+    section lifts the suite's memory-off default (``MEMORY_OFF``), for this hub and the processes it starts.
     """
     counter = iter(range(1000))
 
     def make(servers: dict[str, Any], **sections: Any) -> HubSettings:
+        if "memory" in sections:
+            monkeypatch.delenv(MEMORY_OFF, raising=False)
         body: dict[str, Any] = {"mcpServers": servers, **sections}
         body["backends"] = {**FAST_BACKENDS, **sections.get("backends", {})}
         path = tmp_path / f"hub-{next(counter)}.json"

@@ -1,4 +1,4 @@
-"""The hub's own memory server: opt-in, served like a downstream, scoped by the hub's view of who is asking."""
+"""The hub's own memory server: on by default, served like a downstream, scoped by the hub's view of who is asking."""
 
 from __future__ import annotations
 
@@ -19,10 +19,22 @@ def _contents(result: Any) -> list[str]:
     return [item["memory"]["content"] for item in result.structured_content["results"]]
 
 
-async def test_memory_is_off_unless_enabled(make_settings: MakeSettings) -> None:
-    async with Hub.open(make_settings({"alpha": inproc("alpha")})) as hub, Client(build_server(hub)) as client:
+async def test_memory_is_off_when_disabled(make_settings: MakeSettings) -> None:
+    settings = make_settings({"alpha": inproc("alpha")}, memory={"enabled": False})
+    async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
     assert not any(name.startswith("memory__") for name in names)
+
+
+async def test_memory_is_on_by_default(make_settings: MakeSettings) -> None:
+    # The defaults as shipped (persistent store, MiniLM): listing the tools opens neither the store nor the model.
+    settings = make_settings({"alpha": inproc("alpha")}, memory={})
+    assert settings.memory.enabled
+    assert settings.memory.store == "chroma"
+    async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+    assert {"memory__remember", "memory__recall", "alpha__echo"} <= names
+    assert not (settings.memory_dir / "chroma").exists()
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])

@@ -23,7 +23,10 @@ class MemoryTierSettings(_Model):
 class MemorySettings(_Model):
     """Hierarchical memory: storage, retrieval, summarization and consolidation thresholds."""
 
-    enabled: bool = Field(default=False, description="Serve the memory tools (remember, recall...) as server 'memory'.")
+    enabled: bool = Field(
+        default=True,
+        description="Serve the memory tools (remember, recall...) as server 'memory'; the store and model load lazily.",
+    )
     path: Path | None = Field(default=None, description="Store folder; default: <home>/memory.")
     store: Literal["chroma", "memory"] = Field(default="chroma", description="'memory' keeps nothing on disk.")
     chroma_host: str | None = Field(default=None, description="Chroma server mode: host (default: embedded).")
@@ -35,12 +38,17 @@ class MemorySettings(_Model):
         default_factory=lambda: MemoryTierSettings(k=5, threshold=0.6, weight=0.0), alias="global"
     )
     semantic_weight: float = 0.6
-    lexical_weight: float = 0.25
+    lexical_weight: float = 0.4
+    group_weight: float = Field(
+        default=0.3, ge=0, description="Weight of the BM25 score of the conversation (source) an entry came from."
+    )
+    lexical_k1: float = Field(default=1.2, gt=0, description="BM25 k1 of the memory index.")
+    lexical_b: float = Field(default=0.4, ge=0, le=1, description="BM25 b (length normalisation).")
     relevance_weight: float = 0.1
     recency_weight: float = 0.05
     recency_half_life_days: float = Field(default=30.0, gt=0)
     lexical: bool = Field(default=True, description="Fuse BM25 with the dense scores.")
-    lexical_max_entries: int = Field(default=50_000, ge=0, description="Tiers larger than this use dense only.")
+    lexical_max_entries: int = Field(default=200_000, ge=0, description="Tiers larger than this use dense only.")
     token_budget: int = Field(default=2000, ge=1, description="Recall results are cut to this many tokens.")
     session_token_budget: int = Field(default=8000, ge=1)
     summarize_at: float = Field(default=0.75, gt=0, le=1, description="Share of the session budget that triggers.")

@@ -144,7 +144,10 @@ class MemoryService:
         now = self.clock()
         for tier, index in indexes.items():
             index.touch((h.entry.id for h in hits if h.tier == tier), now)
-        return [RecallHit(indexes[h.tier].entries[h.entry.id], h.tier, h.score, h.semantic, h.lexical) for h in hits]
+        return [
+            RecallHit(indexes[h.tier].entries[h.entry.id], h.tier, h.score, h.semantic, h.lexical, h.group)
+            for h in hits
+        ]
 
     async def entries(self, scope: MemoryScope, where: MemoryFilter = MemoryFilter()) -> list[MemoryEntry]:
         """The caller's memories matching ``where``, oldest first."""

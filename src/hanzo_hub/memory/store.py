@@ -87,11 +87,18 @@ def _record(entry: MemoryEntry) -> VectorRecord:
 class ScopeIndex:
     """The entries of one scope: vectors in a ``VectorStore``, entries cached here, BM25 over their contents."""
 
-    def __init__(self, key: ScopeKey, vectors: VectorStore, wal: WriteAheadLog | None, stats: Path | None) -> None:
+    def __init__(
+        self,
+        key: ScopeKey,
+        vectors: VectorStore,
+        wal: WriteAheadLog | None,
+        stats: Path | None,
+        lexical: IncrementalBM25 | None = None,
+    ) -> None:
         self.key = key
         self.vectors = vectors
         self.entries: dict[str, MemoryEntry] = {}
-        self.lexical = IncrementalBM25()
+        self.lexical = lexical if lexical is not None else IncrementalBM25()
         self._wal = wal
         self._stats = stats
         self._dirty: set[str] = set()
@@ -132,7 +139,7 @@ class ScopeIndex:
 
     def _cache(self, entry: MemoryEntry) -> None:
         self.entries[entry.id] = entry.evolve(embedding=())
-        self.lexical.add(entry.id, entry.content)
+        self.lexical.add(entry.id, entry.content, group=entry.source)
 
     def _uncache(self, rid: str) -> None:
         self.entries.pop(rid, None)
@@ -285,7 +292,9 @@ class MemoryStore:
             persisted = key.tier != "session" and self.root is not None
             wal = WriteAheadLog(self.root / "wal" / f"{key.collection}.jsonl") if persisted and self.root else None
             stats = self.root / "stats" / f"{key.collection}.json" if persisted and self.root else None
-            index = ScopeIndex(key, self._vectors(key), wal, stats)
+            s = self.settings
+            lexical = IncrementalBM25(k1=s.lexical_k1, b=s.lexical_b)
+            index = ScopeIndex(key, self._vectors(key), wal, stats, lexical)
             index._limit = self.settings.wal_checkpoint_bytes
             try:
                 await index.load()

@@ -5,7 +5,12 @@ for session/project/global) and, where lexical fusion is on and the tier is smal
 is scored as
 
     semantic_weight * cosine + lexical_weight * bm25 / best_bm25_of_tier
+    + group_weight * group_bm25 / best_group_bm25_of_tier
     + relevance_weight * relevance + recency_weight * 2^(-age / half_life) + tier weight
+
+where ``group_bm25`` scores the whole conversation the entry came from (its ``source``: every entry remembered in
+one session shares one) as a single document, so the turns of a conversation that matches the query as a whole
+rise together even when each holds only part of the answer (on LongMemEval this lifts multi-session recall).
 
 and cut to the token budget (the best result is always kept). Superseded entries are never returned. Every hit
 carries its tier, its score parts and a one-line ``why``.
@@ -23,6 +28,8 @@ from hanzo_hub.memory.store import ScopeIndex
 DAY = 86400.0
 DENSE_OVERFETCH = 2
 """Fetch this many times k from the vector store, so that superseded entries do not starve a tier."""
+GROUPS_FETCHED = 20
+"""Conversations scored per tier (at least k): the rest get no group bonus."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +41,7 @@ class RecallHit:
     score: float
     semantic: float | None
     lexical: float | None
+    group: float | None = None
 
     @property
     def why(self) -> str:
@@ -43,6 +51,8 @@ class RecallHit:
             parts.append(f"cosine {self.semantic:.3f}")
         if self.lexical is not None:
             parts.append(f"bm25 {self.lexical:.2f} of tier best")
+        if self.group:
+            parts.append(f"conversation bm25 {self.group:.2f} of tier best")
         parts.append(f"relevance {self.entry.relevance:.2f}")
         return ", ".join(parts)
 
@@ -78,23 +88,30 @@ class TieredRetriever:
             if len(semantic) >= ts.k:
                 break
         lexical: dict[str, float] = {}
-        if s.lexical and s.lexical_weight > 0 and len(index.entries) <= s.lexical_max_entries:
-            ranked = [(r, v) for r, v in index.lexical.search(query, ts.k * DENSE_OVERFETCH)]
-            ranked = [(r, v) for r, v in ranked if index.entries[r].superseded_by is None][: ts.k]
-            best = ranked[0][1] if ranked else 1.0
-            lexical = {rid: score / best for rid, score in ranked}
+        groups: dict[str, float] = {}
+        if s.lexical and len(index.entries) <= s.lexical_max_entries:
+            if s.lexical_weight > 0:
+                ranked = [(r, v) for r, v in index.lexical.search(query, ts.k * DENSE_OVERFETCH)]
+                ranked = [(r, v) for r, v in ranked if index.entries[r].superseded_by is None][: ts.k]
+                best = ranked[0][1] if ranked else 1.0
+                lexical = {rid: score / best for rid, score in ranked}
+            if s.group_weight > 0:
+                found = index.lexical.search_groups(query, max(ts.k, GROUPS_FETCHED))
+                best = found[0][1] if found else 1.0
+                groups = {group: score / best for group, score in found}
         hits = []
         for rid in semantic.keys() | lexical.keys():
             entry = index.entries[rid]
-            sem, lex = semantic.get(rid), lexical.get(rid)
+            sem, lex, grp = semantic.get(rid), lexical.get(rid), groups.get(entry.source)
             score = (
                 s.semantic_weight * max(sem or 0.0, 0.0)
                 + s.lexical_weight * (lex or 0.0)
+                + s.group_weight * (grp or 0.0)
                 + s.relevance_weight * entry.relevance
                 + s.recency_weight * self._recency(entry, now)
                 + ts.weight
             )
-            hits.append(RecallHit(entry, tier, score, sem, lex))
+            hits.append(RecallHit(entry, tier, score, sem, lex, grp))
         return hits
 
     async def recall(

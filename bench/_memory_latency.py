@@ -1,0 +1,142 @@
+"""Memory latency at 100,000 memories in one scope: recall end to end, ingestion, disk size.
+
+The scope is a persisted project tier (embedded ChromaDB, write-ahead log) opened through ``MemoryService``. Its
+contents are LongMemEval_S user turns with their cached MiniLM vectors (``_memory_embed``); beyond the unique
+turns available, each further memory is a pair of real turns (texts joined, vectors averaged and re-normalised),
+so every vector is distinct and on the model's manifold. Queries are the LongMemEval questions, each asked once
+(nothing cached: the embedder has no cache and the first asking of a text is what is timed).
+
+Recall is timed through ``MemoryService.recall`` (query embedding, vector query, BM25 when the tier is within
+``lexical_max_entries``, fusion, access bookkeeping) for two embedding paths in the same run: the
+``SentenceTransformer.encode`` path (the baseline) and the direct transformer path the embedder now takes for
+queries. Ingestion is timed twice: storing pre-embedded memories (``MemoryService.put``: log fsync, ChromaDB
+upsert, caches), and ``remember`` with embedding included on a smaller sample.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hanzo_hub.config import MemorySettings
+from hanzo_hub.memory.models import MemoryEntry, MemoryScope
+from hanzo_hub.memory.service import MemoryService
+
+SCOPE = MemoryScope(user="bench", project="latency", session="s")
+BATCH = 1000
+
+
+def corpus(texts: Sequence[str], vecs: np.ndarray, size: int, seed: int = 7) -> tuple[list[str], np.ndarray]:
+    """``size`` (text, vector) pairs: the real ones first, then mixtures of two real ones."""
+    rng = np.random.default_rng(seed)
+    out_t, out_v = list(texts[:size]), [vecs[: min(size, len(texts))]]
+    extra = size - len(out_t)
+    if extra > 0:
+        a, b = rng.integers(0, len(texts), extra), rng.integers(0, len(texts), extra)
+        mixed = vecs[a] + vecs[b]
+        out_v.append(mixed / np.linalg.norm(mixed, axis=1, keepdims=True))
+        out_t += [texts[i] + " " + texts[j] for i, j in zip(a.tolist(), b.tolist(), strict=True)]
+    return out_t, np.concatenate(out_v).astype(np.float32)
+
+
+class Embedder:
+    """The SentenceTransformer embedder with the query path chosen: ``fast`` (direct) or the ``encode`` baseline."""
+
+    def __init__(self, inner: Any, fast: bool) -> None:
+        self.inner, self.fast = inner, fast
+        self.dimension, self.model_id = inner.dimension, inner.model_id
+
+    def embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
+        array = self.inner.embed_array_sync(texts) if self.fast else self.inner.encode_array_sync(texts)
+        return [[float(x) for x in row] for row in array]
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        import anyio.to_thread
+
+        return await anyio.to_thread.run_sync(self.embed_sync, list(texts))
+
+
+def percentiles(ms: list[float]) -> dict[str, float]:
+    ms = sorted(ms)
+    return {
+        "p50_ms": round(statistics.median(ms), 2),
+        "p95_ms": round(ms[min(len(ms) - 1, int(0.95 * len(ms)))], 2),
+        "mean_ms": round(statistics.fmean(ms), 2),
+        "n": len(ms),
+    }
+
+
+def du(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+async def run(
+    texts: Sequence[str], vecs: np.ndarray, queries: Sequence[str], inner: Any, size: int, remember_n: int
+) -> dict[str, Any]:
+    """Fill one scope with ``size`` memories, then time recall for both query paths and ingestion with embedding."""
+    body, matrix = corpus(texts, vecs, size)
+    settings = MemorySettings(store="chroma")
+    out: dict[str, Any] = {"memories": size, "settings": {"lexical_max_entries": settings.lexical_max_entries,
+                                                          "project_k": settings.project.k}}  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="memlat-") as tmp:
+        root = Path(tmp)
+        async with MemoryService.open(settings, root, Embedder(inner, True)) as svc:
+            key = SCOPE.key("project")
+            started = time.perf_counter()
+            for start in range(0, size, BATCH):
+                entries = [
+                    MemoryEntry(id=f"m{i:06d}", content=body[i], user=key.user, project=key.project, tier="project",
+                                created_at=1.7e9 + i, accessed_at=1.7e9 + i,
+                                embedding=tuple(matrix[i].tolist()))
+                    for i in range(start, min(size, start + BATCH))
+                ]  # fmt: skip
+                await svc.put(entries)
+            put_s = time.perf_counter() - started
+            out["ingest_put_per_s"] = round(size / put_s, 1)
+            out["ingest_put_s"] = round(put_s, 1)
+            for index in svc.store.opened():
+                await index.flush_stats()
+            out["disk_bytes"] = du(root)
+            out["disk_mb_per_100k"] = round(du(root) / size * 100_000 / 1e6, 1)
+            half = len(queries) // 2
+            for name, fast, qs in (
+                ("encode (baseline)", False, queries[:half]),
+                ("direct (ours)", True, queries[half:]),
+            ):
+                svc.embedder = Embedder(inner, fast)
+                await svc.recall(SCOPE, "warm up " + name, tiers=("project",))
+                index = await svc.store.scope(key)
+                total, embed_ms, dense_ms, lexical_ms = [], [], [], []
+                for q in qs:
+                    t0 = time.perf_counter()
+                    await svc.recall(SCOPE, q, tiers=("project",))
+                    total.append((time.perf_counter() - t0) * 1000)
+                    t1 = time.perf_counter()
+                    vector = svc.embedder.embed_sync([q + " ?"])[0]
+                    embed_ms.append((time.perf_counter() - t1) * 1000)
+                    t2 = time.perf_counter()
+                    await index.vectors.query(vector, 2 * settings.project.k)
+                    dense_ms.append((time.perf_counter() - t2) * 1000)
+                    t3 = time.perf_counter()
+                    index.lexical.search(q, 2 * settings.project.k)
+                    index.lexical.search_groups(q, 20)
+                    lexical_ms.append((time.perf_counter() - t3) * 1000)
+                out[f"recall {name}"] = percentiles(total)
+                out[f"part: query embedding {name}"] = percentiles(embed_ms)
+                out[f"part: vector query {name}"] = percentiles(dense_ms)
+                out[f"part: BM25 entries + conversations {name}"] = percentiles(lexical_ms)
+            svc.embedder = Embedder(inner, True)
+            sample = [t + " (again)" for t in texts[:remember_n]]
+            started = time.perf_counter()
+            for start in range(0, len(sample), 64):
+                await svc.remember(SCOPE, sample[start : start + 64], tier="project")
+            out["ingest_remember_per_s (embedding included, batches of 64)"] = round(
+                len(sample) / (time.perf_counter() - started), 1
+            )
+    return out
