@@ -101,6 +101,8 @@ def make_settings(tmp_path: Path, hub_home: Path, monkeypatch: pytest.MonkeyPatc
         if "memory" in sections:
             monkeypatch.delenv(MEMORY_OFF, raising=False)
         body: dict[str, Any] = {"mcpServers": servers, **sections}
+        # Also in the file: the SDK's stdio_client starts the hub with a minimal environment, without MEMORY_OFF.
+        body.setdefault("memory", {"enabled": False})
         body["backends"] = {**FAST_BACKENDS, **sections.get("backends", {})}
         path = tmp_path / f"hub-{next(counter)}.json"
         path.write_text(json.dumps(body), encoding="utf-8")

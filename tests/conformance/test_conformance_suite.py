@@ -60,7 +60,9 @@ def hub_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     home = tmp_path_factory.mktemp("hub-home")
     config = home / "hub.json"
     fixture = {"command": sys.executable, "args": [str(HERE / "fixture_server.py"), "--stdio"], "cwd": str(REPO)}
-    config.write_text(json.dumps({"mcpServers": {"fixture": fixture}}))
+    # The fixture is the only server (no prefixes); module-scoped, so memory is turned off here, not by the
+    # per-test variable.
+    config.write_text(json.dumps({"mcpServers": {"fixture": fixture}, "memory": {"enabled": False}}))
     port = _free_port()
     cmd = [sys.executable, "-m", "hanzo_hub", "serve", "--http", "--port", str(port), "--config", str(config)]
     proc = subprocess.Popen([*cmd, "--home", str(home)], cwd=REPO, stderr=(home / "hub.log").open("wb"))

@@ -132,6 +132,8 @@ def hub(tmp_path_factory: pytest.TempPathFactory, jwks_url: str) -> Iterator[Run
         },
         "http": {"max_body_bytes": 65536},
         "backends": {"list_wait": 0},
+        # module-scoped: started before the per-test memory-off variable exists, so off here explicitly
+        "memory": {"enabled": False},
     }
     (home / "hub.json").write_text(json.dumps(config))
     port = _free_port()
