@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -39,6 +40,26 @@ async def _next_message(read: object) -> types.JSONRPCMessage:
     return item.message
 
 
+async def _read_one(read: object, into: list[SessionMessage | Exception]) -> None:
+    """The session's side: read one item (a fast-path answer queued behind it is woken once it is read)."""
+    with anyio.fail_after(10):
+        into.append(await read.receive())  # type: ignore[attr-defined]
+
+
+async def _request_while_reading(
+    channel: RawChannel, read: object, method: str, params: dict[str, object]
+) -> tuple[dict[str, object], list[SessionMessage | Exception]]:
+    """``channel.request`` while the session reads one item; returns the answer and what the session had read."""
+    seen: list[SessionMessage | Exception] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_read_one, read, seen)
+        with anyio.fail_after(10):
+            answer = await channel.request(method, params)
+        read_by_then = list(seen)
+    assert seen
+    return answer, read_by_then
+
+
 async def test_a_frame_split_over_several_writes_is_one_answer(tmp_path: Path) -> None:
     transport, channel = _transport(tmp_path)
     async with transport:
@@ -47,14 +68,35 @@ async def test_a_frame_split_over_several_writes_is_one_answer(tmp_path: Path) -
             assert await channel.request("plain", {"n": 2}) == {"echo": {"n": 2}}
 
 
+async def test_a_compact_answer_comes_with_its_own_text_and_any_other_layout_without(tmp_path: Path) -> None:
+    transport, channel = _transport(tmp_path)
+    params = {"text": "h\u00e9llo", "n": [1, 2.5, None]}
+    async with transport:
+        with anyio.fail_after(10):
+            result, text = await channel.request_text("compact", params)
+            assert result == {"echo": params}
+            assert text is not None
+            assert json.loads(text) == result
+            assert text.decode("utf-8").startswith('{"echo":')
+            extra, extra_text = await channel.request_text("compact_extra", params)
+            assert extra == {"echo": params}
+            assert extra_text is None  # the frame was decoded whole, so no text is handed on
+            plain, plain_text = await channel.request_text("plain", params)
+            assert plain == {"echo": params}
+            assert plain_text is None
+
+
 async def test_frames_larger_than_64_kib_reach_the_channel_and_the_session(tmp_path: Path) -> None:
     transport, channel = _transport(tmp_path)
     async with transport as (read, _write):
         with anyio.fail_after(10):
             big = await channel.request("big", {"size": 300_000})
             assert big == {"text": "x" * 300_000}
-            assert await channel.request("notify_big", {"size": 200_000}) == {"echo": {"size": 200_000}}
-        note = await _next_message(read)
+        answer, seen = await _request_while_reading(channel, read, "notify_big", {"size": 200_000})
+    assert answer == {"echo": {"size": 200_000}}
+    assert len(seen) == 1  # the notification written first was the session's before the answer was the caller's
+    assert isinstance(seen[0], SessionMessage)
+    note = seen[0].message
     assert isinstance(note, types.JSONRPCNotification)
     assert note.params is not None
     assert note.params["data"] == "y" * 200_000
@@ -63,10 +105,10 @@ async def test_frames_larger_than_64_kib_reach_the_channel_and_the_session(tmp_p
 async def test_a_garbage_line_reaches_the_session_as_an_error_and_the_answer_still_arrives(tmp_path: Path) -> None:
     transport, channel = _transport(tmp_path)
     async with transport as (read, _write):
-        with anyio.fail_after(10):
-            assert await channel.request("garbage", {}) == {"echo": {}}
-            item = await read.receive()
-    assert isinstance(item, ValueError)
+        answer, seen = await _request_while_reading(channel, read, "garbage", {})
+    assert answer == {"echo": {}}
+    assert len(seen) == 1
+    assert isinstance(seen[0], ValueError)
 
 
 async def test_frames_after_an_answer_in_the_same_write_go_to_the_session(tmp_path: Path) -> None:
@@ -82,9 +124,11 @@ async def test_frames_after_an_answer_in_the_same_write_go_to_the_session(tmp_pa
 async def test_a_server_request_quoting_the_id_is_the_sessions_not_an_answer(tmp_path: Path) -> None:
     transport, channel = _transport(tmp_path)
     async with transport as (read, _write):
-        with anyio.fail_after(10):
-            assert await channel.request("quote", {}) == {"echo": {}}
-        ask = await _next_message(read)
+        answer, seen = await _request_while_reading(channel, read, "quote", {})
+    assert answer == {"echo": {}}
+    assert len(seen) == 1
+    assert isinstance(seen[0], SessionMessage)
+    ask = seen[0].message
     assert isinstance(ask, types.JSONRPCRequest)
     assert ask.method == "ping"
     assert ask.id == 7

@@ -7,13 +7,17 @@ relay (sampling to this client, cancellation to the server) must keep working th
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import mcp_types as types
 import pytest
+from anyio.streams.text import TextReceiveStream
 from mcp import Client, StdioServerParameters, stdio_client
 from mcp.client.session import ClientSession
 
@@ -88,3 +92,103 @@ async def test_sampling_and_cancellation_through_the_stdio_fast_path(
             again = await hub.call_tool("ds__echo", {"text": "still fine"})
             assert text_of(again) == "still fine"
     assert log.read_text().count(FAST) >= 3
+
+
+MODERN = "2026-07-28"
+LOG_LEVEL = "io.modelcontextprotocol/logLevel"
+
+
+class _RawClient:
+    """A stateless-era client speaking raw JSON lines to a hub process (to compare the exact wire answers)."""
+
+    def __init__(self, process: anyio.abc.Process) -> None:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        self._process = process
+        self._lines = TextReceiveStream(process.stdout)
+        self._pending = ""
+        self._ids = iter(range(1, 10_000))
+        self.notifications: list[dict[str, Any]] = []
+
+    @staticmethod
+    def meta(capabilities: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+        return {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": capabilities or {},
+            **extra,
+        }
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        request_id = next(self._ids)
+        line = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}) + "\n"
+        assert self._process.stdin is not None
+        await self._process.stdin.send(line.encode())
+        with anyio.fail_after(30):
+            while True:
+                while "\n" not in self._pending:
+                    self._pending += await self._lines.receive()
+                frame, self._pending = self._pending.split("\n", 1)
+                message = json.loads(frame)
+                if message.get("id") == request_id:
+                    del message["id"]
+                    body: dict[str, Any] = message
+                    return body
+                self.notifications.append(message)
+
+    async def call(self, name: str, arguments: dict[str, Any], **meta: Any) -> dict[str, Any]:
+        params = {"name": name, "arguments": arguments, "_meta": self.meta(**meta)}
+        return await self.request("tools/call", params)
+
+
+async def test_stateless_calls_on_the_fast_path_answer_like_the_session(
+    make_settings: MakeSettings, tmp_path: Path
+) -> None:
+    entry = {"command": sys.executable, "args": [str(CONFORMANCE), "--stdio"], "cwd": str(REPO), "protocol": "legacy"}
+    settings = make_settings({"fx": entry, "ds": stdio("ok", "ds", protocol="legacy")})
+    log = tmp_path / "hub.log"
+    argv = _hub(settings)
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("ds__echo", {"text": "héllo"}),
+        ("ds__add", {"a": 1, "b": 2}),
+        ("ds__image", {}),
+        ("ds__fail", {"reason": "r"}),
+        ("ds__add", {"a": "not a number"}),
+        ("ds__nope", {}),
+    ]
+    with log.open("w") as errlog:
+        async with await anyio.open_process(
+            [argv.command, *argv.args], cwd=argv.cwd, stderr=errlog, env={**os.environ, **(argv.env or {})}
+        ) as process:
+            client = _RawClient(process)
+            await client.request("server/discover", {"_meta": client.meta()})
+            await client.call("ds__echo", {"text": "start"})  # starts the downstreams (normal path)
+            await client.call("fx__test_simple_text", {})
+            before = log.read_text().count(FAST)
+            for name, arguments in calls:
+                fast = await client.call(name, arguments)
+                # The same call opted in to log messages goes through the SDK session: the answers must be equal.
+                slow = await client.call(name, arguments, **{LOG_LEVEL: "debug"})
+                assert fast == slow, name
+                assert ("error" in fast) == (name == "ds__nope"), fast
+                if "result" in fast:
+                    assert fast["result"]["resultType"] == "complete"
+            assert log.read_text().count(FAST) - before == len(calls) - 1  # all but the unknown tool
+
+            # A downstream log message: without the opt-in nothing is sent (both paths); with it, it arrives.
+            before = log.read_text().count(FAST)
+            quiet = await client.call("fx__test_logging_tool", {})
+            assert log.read_text().count(FAST) == before + 1
+            assert not client.notifications
+            loud = await client.call("fx__test_logging_tool", {}, **{LOG_LEVEL: "debug"})
+            assert quiet == loud
+            assert log.read_text().count(FAST) == before + 1
+            logged = [n for n in client.notifications if n.get("method") == "notifications/message"]
+            assert [n["params"]["data"] for n in logged] == ["test_logging_tool ran"]
+
+            # A client that declared sampling needs the era bridge: the normal path answers it.
+            sampled = await client.call("ds__echo", {"text": "x"}, capabilities={"sampling": {}})
+            assert sampled["result"]["content"] == [{"type": "text", "text": "x"}]
+            assert log.read_text().count(FAST) == before + 1
+            assert process.stdin is not None
+            await process.stdin.aclose()

@@ -140,3 +140,39 @@ async def test_answers_still_running_at_shutdown_are_cancelled(pipes: tuple[int,
             os.write(w_in, b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}\n')
             await started.wait()
     assert stopped.is_set()
+
+
+async def test_a_call_decoded_by_hand_is_the_typed_request_and_an_encoded_answer_goes_out_verbatim(
+    pipes: tuple[int, int, int, int],
+) -> None:
+    r_in, w_in, w_out, r_out = pipes
+    seen: list[types.JSONRPCRequest] = []
+
+    def intercept(message: types.JSONRPCRequest) -> Callable[[], Awaitable[types.JSONRPCMessage | bytes]] | None:
+        if (message.params or {}).get("name") == "session":
+            return None
+        seen.append(message)
+
+        async def answer() -> bytes:
+            return b'{"jsonrpc":"2.0","id":' + json.dumps(message.id).encode() + b',"result":{"as":"written"}}\n'
+
+        return answer
+
+    lines = [
+        b'{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x","arguments":{"t":"h\\u00e9","n":[1,2.5]}}}',
+        b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"y","_meta":{"k":{"deep":null}}}}',
+    ]
+    async with event_loop_stdio(r_in, w_out, intercept=intercept) as (read, _write):
+        for line in lines:
+            os.write(w_in, line + b"\n")
+            assert await _line(r_out) == {"jsonrpc": "2.0", "id": json.loads(line)["id"], "result": {"as": "written"}}
+        # Not taken: the session gets it, parsed by the typed adapter as before.
+        os.write(w_in, b'{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"session"}}\n')
+        left = await _message(read)
+    for line, message in zip(lines, seen, strict=True):
+        typed = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        assert message.model_dump(by_alias=True, exclude_unset=True) == typed.model_dump(
+            by_alias=True, exclude_unset=True
+        )
+    assert isinstance(left, types.JSONRPCRequest)
+    assert left.id == 8

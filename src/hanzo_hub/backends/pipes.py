@@ -53,10 +53,14 @@ READ_AHEAD = 32
 _POLL = 0.01
 
 
+_Item = SessionMessage | Exception | Callable[[], None]
+"""A queued frame for the session, or a raw-channel answer to wake once the session has read what came before."""
+
+
 class _Wire(asyncio.SubprocessProtocol):
     """The subprocess protocol: splits stdout into frames and routes each one (see the module docstring)."""
 
-    def __init__(self, channel: RawChannel | None, queue: MemoryObjectSendStream[SessionMessage | Exception]) -> None:
+    def __init__(self, channel: RawChannel | None, queue: MemoryObjectSendStream[_Item]) -> None:
         self.channel = channel
         self.queue = queue
         self.transport: asyncio.SubprocessTransport | None = None
@@ -126,12 +130,18 @@ class _Wire(asyncio.SubprocessProtocol):
     def _frame(self, frame: bytes) -> None:
         if self.discard or not frame.strip():
             return
-        if self.channel is not None and self.channel.take(frame):
-            return
+        if self.channel is not None:
+            complete = self.channel.match(frame)
+            if complete is not None:
+                if self.queue.statistics().current_buffer_used:
+                    # Frames before it wait for the session (a log message of this call): wake the call after them.
+                    with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        self.queue.send_nowait(complete)
+                        return
+                complete()
+                return
         try:
-            item: SessionMessage | Exception = SessionMessage(
-                types.jsonrpc_message_adapter.validate_json(frame, by_name=False)
-            )
+            item: _Item = SessionMessage(types.jsonrpc_message_adapter.validate_json(frame, by_name=False))
         except ValueError as exc:
             item = exc
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -182,14 +192,17 @@ class _Wire(asyncio.SubprocessProtocol):
 class _Reader:
     """The session's read stream: the queued frames, telling the wire when it may read on."""
 
-    def __init__(self, wire: _Wire, inner: MemoryObjectReceiveStream[SessionMessage | Exception]) -> None:
+    def __init__(self, wire: _Wire, inner: MemoryObjectReceiveStream[_Item]) -> None:
         self._wire = wire
         self._inner = inner
 
     async def receive(self) -> SessionMessage | Exception:
-        item = await self._inner.receive()
-        self._wire.caught_up()
-        return item
+        while True:
+            item = await self._inner.receive()
+            self._wire.caught_up()
+            if isinstance(item, SessionMessage | Exception):
+                return item
+            item()  # a raw-channel answer queued behind frames the session has now read
 
     def close(self) -> None:
         self._inner.close()
@@ -301,7 +314,7 @@ async def _run(spec: PipeTransport) -> AsyncIterator[tuple[_Reader, _Writer]]:
 async def _spawned(launch: Launch, errlog: IO[bytes], spec: PipeTransport) -> AsyncIterator[tuple[_Reader, _Writer]]:
     channel = spec.channel
     loop = asyncio.get_running_loop()
-    send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](math.inf)
+    send, receive = anyio.create_memory_object_stream[_Item](math.inf)
     wire = _Wire(channel, send)
     env = get_default_environment() | dict(launch.env or {})
     transport, _ = await loop.subprocess_exec(

@@ -40,6 +40,9 @@ class _Pending:
     done: anyio.Event = field(default_factory=anyio.Event)
     message: types.JSONRPCResponse | types.JSONRPCError | None = None
     raw: dict[str, Any] | None = None
+    result_bytes: bytes | None = None
+    matched: bool = False
+    """The result's own JSON text, when the frame had the plain response layout (see :func:`_split`)."""
 
 
 class RawChannel:
@@ -53,6 +56,7 @@ class RawChannel:
         self._line: Callable[[bytes], None] | None = None
         self._drain: Callable[[], Awaitable[None]] | None = None
         self._marker = self._prefix.encode("ascii")
+        self._lead = _HEAD + self._marker
         self._closed = False
 
     def attach(self, write: WriteStream[SessionMessage]) -> None:
@@ -75,21 +79,46 @@ class RawChannel:
         Only frames holding this connection's id prefix are decoded; a frame that is not a response to a pending
         request (a server request quoting the id, a late answer, garbage) is left to the session.
         """
-        if not self._pending or self._marker not in frame:
+        complete = self.match(frame)
+        if complete is None:
             return False
+        complete()
+        return True
+
+    def match(self, frame: bytes) -> Callable[[], None] | None:
+        """Like :meth:`take`, but the waiting request is only woken by calling what this returns.
+
+        The transport calls it once the session has read the frames that came before this one (a log message the
+        server sent during the call must reach the client while the call is still in flight).
+        """
+        if not self._pending or self._marker not in frame:
+            return None
+        split = _split(frame, self._lead)
+        waiting = self._pending.get(split[0]) if split is not None else None
+        if split is not None and waiting is not None and not waiting.matched:
+            try:
+                result = json.loads(split[1])  # exactly one JSON value, or it raises
+            except ValueError:
+                result = None
+            if isinstance(result, dict):
+                waiting.raw = {"result": result}
+                waiting.result_bytes = split[1]
+                waiting.matched = True
+                return waiting.done.set
+        # Any other layout (or a result that is no object): decode the whole frame.
         try:
             decoded = json.loads(frame)
         except ValueError:
-            return False
+            return None
         if not isinstance(decoded, dict) or "method" in decoded or ("result" not in decoded and "error" not in decoded):
-            return False
+            return None
         request_id = decoded.get("id")
         pending = self._pending.get(request_id) if isinstance(request_id, str) else None
-        if pending is None or pending.done.is_set():
-            return False
+        if pending is None or pending.matched:
+            return None
         pending.raw = decoded
-        pending.done.set()
-        return True
+        pending.matched = True
+        return pending.done.set
 
     def claim(self, item: SessionMessage | Exception) -> bool:
         """Take ``item`` if it answers one of this channel's requests (the session never sees it then)."""
@@ -99,9 +128,10 @@ class RawChannel:
         if not isinstance(message, types.JSONRPCResponse | types.JSONRPCError) or not isinstance(message.id, str):
             return False
         pending = self._pending.get(message.id)
-        if pending is None:
+        if pending is None or pending.matched:
             return False
         pending.message = message
+        pending.matched = True
         pending.done.set()
         return True
 
@@ -113,6 +143,18 @@ class RawChannel:
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """Send one request and return its raw result.
+
+        Raises:
+            MCPError: the server answered with an error, or the connection closed (``CONNECTION_CLOSED``).
+        """
+        result, _ = await self.request_text(method, params)
+        return result
+
+    async def request_text(self, method: str, params: dict[str, Any]) -> tuple[dict[str, Any], bytes | None]:
+        """Like :meth:`request`, also returning the result's JSON text as the server wrote it, when available.
+
+        The text is there when the answer came over the raw pipes in the plain response layout; it decodes to the
+        returned dict (it was decoded to make it), so a caller may pass it on instead of encoding the dict again.
 
         Raises:
             MCPError: the server answered with an error, or the connection closed (``CONNECTION_CLOSED``).
@@ -140,13 +182,13 @@ class RawChannel:
         finally:
             del self._pending[request_id]
         if pending.raw is not None:
-            return _raw_result(pending.raw)
+            return _raw_result(pending.raw), pending.result_bytes
         answer = pending.message
         if answer is None:
             raise MCPError(types.CONNECTION_CLOSED, "the connection closed before the answer")
         if isinstance(answer, types.JSONRPCError):
             raise MCPError(answer.error.code, answer.error.message, answer.error.data)
-        return answer.result
+        return answer.result, None
 
     async def _cancel(self, request_id: str) -> None:
         if not self.open:
@@ -164,6 +206,28 @@ class RawChannel:
                 await self._write.send(SessionMessage(notice))
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                 logger.debug("could not tell the server of a cancelled request: the connection is closed")
+
+
+_HEAD = b'{"jsonrpc":"2.0","id":"'
+_RESULT = b'","result":'
+
+
+def _split(frame: bytes, lead: bytes) -> tuple[str, bytes] | None:
+    """``(id, result text)`` of a frame in the plain response layout, ``{"jsonrpc":"2.0","id":"<ours>","result":...}``.
+
+    This is the layout the SDK's servers write (no spaces, those three keys in that order). The result text is
+    everything between ``"result":`` and the frame's closing brace: the caller decodes it, which proves it is one
+    JSON value and nothing else (no fourth key). Any other layout is ``None``: decode the whole frame.
+    """
+    if not frame.startswith(lead):
+        return None
+    quote = frame.find(b'"', len(lead))
+    if quote < 0 or not frame.startswith(_RESULT, quote):
+        return None
+    end = len(frame.rstrip())
+    if frame[end - 1 : end] != b"}":
+        return None
+    return frame[len(_HEAD) : quote].decode("ascii", "replace"), frame[quote + len(_RESULT) : end - 1]
 
 
 def _raw_result(decoded: dict[str, Any]) -> dict[str, Any]:

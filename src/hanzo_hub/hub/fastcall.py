@@ -30,7 +30,7 @@ from typing import Any
 import mcp_types as types
 from mcp import Client, MCPError
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp_types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 from hanzo_hub.backends.base import client_capabilities
@@ -67,6 +67,16 @@ def _size(result: dict[str, Any]) -> int:
     if structured is not None:
         total += len(json.dumps(structured, separators=(",", ":"))) * 2
     return total
+
+
+def _within(result: dict[str, Any], text: bytes | None, cap: int) -> bool:
+    """Whether ``result`` is surely under the cap. With the downstream's own text, six bytes per byte of it bound
+    :func:`_size` without encoding anything: each part of the result is a disjoint stretch of that text, and
+    re-encoding a stretch takes at most three bytes per byte (``\\uXXXX`` for a multibyte character).
+    """
+    if text is not None and len(text) * 6 <= cap:
+        return True
+    return _size(result) <= cap
 
 
 def _unstamped(result: dict[str, Any]) -> dict[str, Any]:
@@ -123,48 +133,76 @@ class RawToolCalls:
         if plan is None:
             return await call_next(ctx)
         target, params = plan
-        result = await self._relay(ctx, target, params)
+        result, _ = await self._relay(ctx, target, params)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and "resultType" not in result:
             result["resultType"] = "complete"  # a handshake-era server's result (the spec's absent-means-complete)
         return result
 
-    def intercept(self, message: types.JSONRPCRequest) -> Callable[[], Awaitable[types.JSONRPCMessage]] | None:
+    def intercept(self, message: types.JSONRPCRequest) -> Callable[[], Awaitable[types.JSONRPCMessage | bytes]] | None:
         """For a single-connection transport (stdio): answer an eligible ``tools/call`` without the SDK session.
 
         Returns the coroutine function that makes the response, or ``None`` when the request must go to the session:
-        any other request, an ineligible call, a stateless-era request (its log messages belong on its own request
-        context, which only the session has), or a connection not initialized in the handshake era yet. The
-        connection's latest request context, without its request id, stands in for this request's: the relay needs
-        the session and the client's declared capabilities (both the connection's), and sends the server's requests
-        and log messages on the connection's own channel.
+        any other request, an ineligible call, a connection with no request seen yet, or a stateless-era request
+        that opted in to log messages (they belong on its own request's stream, which only the session has). A
+        stateless-era request without that opt-in gets no log messages at all (the relay drops them), and one whose
+        client declared sampling, elicitation or roots needs the era bridge (the normal path).
+
+        The connection's latest request context, without its request id, stands in for this request's: the relay
+        needs the session and the client's declared capabilities (both the connection's), and sends the server's
+        requests and log messages on the connection's own channel. A stateless-era request brings its own version
+        and params (its ``_meta`` carries its capabilities and opt-ins).
         """
         latest = self._last_ctx
         if latest is None or not self._enabled or message.method != _TOOLS_CALL:
             return None
-        if latest.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS or _stamped_version(message.params) is not None:
+        version = _stamped_version(message.params)
+        if not self._transport_era(latest, version, message.params):
             return None
         plan = self._plan(message.params)
         if plan is None:
             return None
-        if self._standalone is None or self._standalone[0] is not latest:
-            # No request id: the relay then sends on the connection's own channel (a finished request's is closed).
-            self._standalone = (latest, dataclasses.replace(latest, request_id=None))
-        ctx = self._standalone[1]
+        ctx: ServerRequestContext[Any, Any]
+        if version is None:
+            if self._standalone is None or self._standalone[0] is not latest:
+                # No request id: the relay then sends on the connection's own channel (a finished request's is
+                # closed).
+                self._standalone = (latest, dataclasses.replace(latest, request_id=None))
+            ctx = self._standalone[1]
+        else:
+            ctx = dataclasses.replace(
+                latest, request_id=None, protocol_version=version, method=_TOOLS_CALL, params=message.params, meta=None
+            )
         target, params = plan
         logger.debug("tools/call %s: fast path on the transport", params["name"])
 
-        async def answer() -> types.JSONRPCMessage:
+        async def answer() -> types.JSONRPCMessage | bytes:
             try:
-                result = await self._relay(ctx, target, params)
+                result, text = await self._relay(ctx, target, params)
             except MCPError as exc:
                 return types.JSONRPCError(jsonrpc="2.0", id=message.id, error=exc.error)
             except Exception:  # a transport task: one bad call must not end the connection
                 logger.exception("the tools/call fast path failed")
                 error = types.ErrorData(code=types.INTERNAL_ERROR, message="internal error in the hub")
                 return types.JSONRPCError(jsonrpc="2.0", id=message.id, error=error)
-            return types.JSONRPCResponse(jsonrpc="2.0", id=message.id, result=result)
+            if version is not None and "resultType" not in result:
+                result["resultType"] = "complete"  # as the session's path answers (absent-means-complete)
+                if text is not None:
+                    text = text.rstrip()[:-1] + _COMPLETE
+            return _response_line(message.id, result, text)
 
         return answer
+
+    @staticmethod
+    def _transport_era(
+        latest: ServerRequestContext[Any, Any], version: str | None, params: Mapping[str, Any] | None
+    ) -> bool:
+        """Whether a request stamped with ``version`` (``None``: the connection's era) may be answered here."""
+        if version is None:
+            return latest.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS
+        if version not in MODERN_PROTOCOL_VERSIONS or not _relayable_era(version, params):
+            return False
+        # A log-level opt-in: its log messages go on its own request's stream, the session's.
+        return LOG_LEVEL_META_KEY not in (params or {}).get("_meta", {})
 
     def _plan(self, params: Mapping[str, Any] | None) -> tuple[Target, dict[str, Any]] | None:
         """The server and downstream params of an eligible call, else ``None`` (normal path)."""
@@ -194,13 +232,14 @@ class RawToolCalls:
 
     async def _relay(
         self, ctx: ServerRequestContext[Any, Any], target: Target, params: dict[str, Any]
-    ) -> dict[str, Any]:
+    ) -> tuple[dict[str, Any], bytes | None]:
+        """The call's result, and its JSON text when that is the downstream's own, unchanged (else ``None``)."""
         hub = self._hub
         server = target.server
         hub.notifier.track(ctx.session, ctx.protocol_version)
         admission = await hub.guard.admit(target, params.get("arguments"), ctx)  # per-call policy, as on the typed path
         if admission.refusal is not None:
-            return _dump(admission.refusal)
+            return _dump(admission.refusal), None
         if admission.arguments is not None:
             params["arguments"] = admission.arguments
         meta = hub.relay.downstream_meta(ctx)
@@ -209,33 +248,47 @@ class RawToolCalls:
         arguments = params.get("arguments")
         supervisor = hub.pool.get(server)
 
-        async def op(client: Client) -> dict[str, Any]:
+        async def op(client: Client) -> tuple[dict[str, Any], bytes | None]:
             channel = supervisor.raw_channel
             if channel is None or is_modern(client):  # restarted (or into the stateless era) since the plan
                 with client_capabilities(hub.relay.upstream_capabilities(ctx)):
                     result = await client.call_tool(params["name"], arguments, meta=meta)
-                return _dump(result)
-            return await channel.request(_TOOLS_CALL, params)
+                return _dump(result), None
+            return await channel.request_text(_TOOLS_CALL, params)
 
-        raw: Any = None
+        answer: Any = None
         try:
             with admission.deadline(), hub.relay.calling(server, ctx):
-                raw = await supervisor.request(op)
+                answer = await supervisor.request(op)
         except BackendError as exc:
-            return _error_result(str(exc))
-        if raw is None:
-            return _dump(hub.guard.release(admission, None))  # the policy's per-call timeout expired
+            return _error_result(str(exc)), None
+        if answer is None:
+            return _dump(hub.guard.release(admission, None)), None  # the policy's per-call timeout expired
+        raw, text = answer
         if not isinstance(raw, dict) or not isinstance(raw.get("content"), list):
             logger.warning("%s answered tools/call with an invalid result", server)
-            return _error_result(f"server {server!r} answered with an invalid tools/call result")
+            return _error_result(f"server {server!r} answered with an invalid tools/call result"), None
         self.fast_calls += 1
-        raw = _unstamped(raw)
+        unstamped = _unstamped(raw)
+        if unstamped is not raw:
+            raw, text = unstamped, None
         cap = admission.decision.max_result_bytes
-        if hub.guard.redactor is None and cap is not None and _size(raw) <= cap:
+        if hub.guard.redactor is None and cap is not None and _within(raw, text, cap):
             passed: dict[str, Any] = raw
-            return passed  # nothing to redact, nothing to cap: the bytes pass as they came
+            return passed, text  # nothing to redact, nothing to cap: the bytes pass as they came
         try:
             typed = types.CallToolResult.model_validate(raw, by_name=False)
         except ValueError:
-            return _error_result(f"server {server!r} answered with an invalid tools/call result")
-        return _dump(hub.guard.release(admission, typed))
+            return _error_result(f"server {server!r} answered with an invalid tools/call result"), None
+        return _dump(hub.guard.release(admission, typed)), None
+
+
+_COMPLETE = b',"resultType":"complete"}'
+
+
+def _response_line(request_id: types.RequestId, result: dict[str, Any], text: bytes | None) -> bytes:
+    """The JSON-RPC response line: the downstream's result text spliced in when it passes unchanged."""
+    if text is None:
+        body = {"jsonrpc": "2.0", "id": request_id, "result": result}
+        return json.dumps(body, separators=(",", ":")).encode("ascii") + b"\n"
+    return b'{"jsonrpc":"2.0","id":' + json.dumps(request_id).encode("ascii") + b',"result":' + text + b"}\n"

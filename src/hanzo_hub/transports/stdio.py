@@ -15,6 +15,7 @@ import collections
 import contextlib
 import contextvars
 import fcntl
+import json
 import logging
 import os
 import stat
@@ -100,13 +101,43 @@ def _divert(fd: int, flags: int, target: int | None = None) -> int:
     return private
 
 
-Intercept = Callable[[types.JSONRPCRequest], Callable[[], Awaitable[types.JSONRPCMessage]] | None]
+Answer = Callable[[], Awaitable[types.JSONRPCMessage | bytes]]
+"""Makes the response to a taken request: a message, or its encoded line (with the newline)."""
+Intercept = Callable[[types.JSONRPCRequest], Answer | None]
 """Takes a request away from the SDK session: returns what answers it, or ``None`` to leave it to the session."""
 
 READ_AHEAD = 32
 """Messages queued for the session before the hub stops reading stdin (until the session catches up)."""
 ANSWER_STOP_TIMEOUT = 5.0
 """On shutdown, how long the cancelled fast-path answers may take to wind down (they tell downstreams, bounded)."""
+
+
+_TOOLS_CALL = b'"tools/call"'
+_ENVELOPE = frozenset({"jsonrpc", "id", "method", "params"})
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _quick_request(line: bytes) -> types.JSONRPCRequest | None:
+    """A request line decoded by ``json`` alone and checked by hand, or ``None`` (then the typed parse decides).
+
+    Only what the SDK's model would check is checked: the envelope's keys, ``"2.0"``, an integer or string id, a
+    string method, object params. ``NaN`` and ``Infinity`` are refused (pydantic refuses them too).
+    """
+    try:
+        decoded = json.loads(line, parse_constant=_no_constant)
+    except ValueError:
+        return None
+    if not isinstance(decoded, dict) or decoded.keys() - _ENVELOPE or decoded.get("jsonrpc") != "2.0":
+        return None
+    request_id, method, params = decoded.get("id"), decoded.get("method"), decoded.get("params")
+    if isinstance(request_id, bool) or not isinstance(request_id, int | str) or not isinstance(method, str):
+        return None
+    if params is not None and not isinstance(params, dict):
+        return None
+    return types.JSONRPCRequest.model_construct(jsonrpc="2.0", id=request_id, method=method, params=params)
 
 
 class _Front(asyncio.Protocol):
@@ -188,6 +219,10 @@ class _Front(asyncio.Protocol):
     def _line(self, line: bytes) -> None:
         if not line.strip():
             return
+        if self.intercept is not None and not self.backlog and _TOOLS_CALL in line:
+            quick = _quick_request(line)
+            if quick is not None and self.divert(quick):
+                return  # (one not taken is parsed again below, for the session)
         try:
             message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
         except ValueError as exc:
@@ -227,7 +262,7 @@ class _Front(asyncio.Protocol):
         if self.taken.get(request_id) is task:
             del self.taken[request_id]
 
-    async def answer(self, request_id: types.RequestId, make: Callable[[], Awaitable[types.JSONRPCMessage]]) -> None:
+    async def answer(self, request_id: types.RequestId, make: Answer) -> None:
         """Answer one taken request (its own cleanup, not a done callback: that would cost an event-loop turn)."""
         task = asyncio.current_task()
         assert task is not None
@@ -236,7 +271,9 @@ class _Front(asyncio.Protocol):
             response = await make()
             self._forget(request_id, task)
             # Straight onto the pipe (a whole line per write, so it cannot interleave with the session's lines).
-            self.writer.write(response.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8") + b"\n")
+            if not isinstance(response, bytes):
+                response = response.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8") + b"\n"
+            self.writer.write(response)
             await self.writer.drain()
         except ConnectionError:
             pass  # the client went away; the session ends on its own
