@@ -314,11 +314,9 @@ class Gateway:
         job = await self._plan(request, caller, stream=False)
         failure: CompletionError | None = None
         for c in self._ordered(job):
-            try:
-                reservation = self._reserve(job, c)
-            except BudgetExceeded as exc:
-                failure = failure or exc
-                job.attempts.append({"provider": c.deployment.name, "model": c.model.id, "outcome": "budget"})
+            reservation = self._reserve_or_skip(job, c)
+            if isinstance(reservation, BudgetExceeded):
+                failure = failure or reservation
                 continue
             try:
                 outcome = await self._one_chat(job, c)
@@ -340,6 +338,14 @@ class Gateway:
         await self._log_failure(job, outcome, error)
         raise error
 
+    def _reserve_or_skip(self, job: _Job, c: _Candidate) -> Reservation | BudgetExceeded | None:
+        """The candidate's budget reservation, or the refusal (recorded as a skipped attempt)."""
+        try:
+            return self._reserve(job, c)
+        except BudgetExceeded as exc:
+            job.attempts.append({"provider": c.deployment.name, "model": c.model.id, "outcome": "budget"})
+            return exc
+
     @staticmethod
     def _release(reservation: Reservation | None) -> None:
         if reservation is not None:
@@ -356,11 +362,9 @@ class Gateway:
         job = await self._plan(request, caller, stream=True)
         failure: CompletionError | None = None
         for c in self._ordered(job):
-            try:
-                reservation = self._reserve(job, c)
-            except BudgetExceeded as exc:
-                failure = failure or exc
-                job.attempts.append({"provider": c.deployment.name, "model": c.model.id, "outcome": "budget"})
+            reservation = self._reserve_or_skip(job, c)
+            if isinstance(reservation, BudgetExceeded):
+                failure = failure or reservation
                 continue
             try:
                 opened = await self._open_stream(job, c)

@@ -14,7 +14,13 @@ from typing import Any, Literal
 
 import httpx2
 
-from hanzo_hub.llm.providers.base import Deployment, error_from_response, invalid_response, map_http_errors
+from hanzo_hub.llm.providers.base import (
+    Deployment,
+    error_from_response,
+    invalid_response,
+    map_http_errors,
+    post_json,
+)
 from hanzo_hub.llm.registry import ModelSpec
 from hanzo_hub.llm.types import (
     ChatMessage,
@@ -210,19 +216,7 @@ class AnthropicProvider:
     async def chat(self, deployment: Deployment, request: ChatRequest, model: ModelSpec) -> ChatResult:
         """One non-streamed attempt (see :class:`~hanzo_hub.llm.providers.base.Provider`)."""
         body = to_anthropic_body(request, model.wire_name)
-        with map_http_errors(deployment.name):
-            response = await self._http.post(
-                deployment.url("v1/messages"),
-                json=body,
-                headers=self._headers(deployment),
-                timeout=deployment.timeout,
-            )
-        if response.status_code >= 400:
-            raise error_from_response(deployment.name, response.status_code, response.headers, response.content)
-        try:
-            data = response.json()
-        except ValueError as exc:
-            raise invalid_response(deployment.name, "body is not JSON") from exc
+        data = await post_json(self._http, deployment, "v1/messages", body, self._headers(deployment))
         return from_anthropic_response(data, deployment.name, model)
 
     async def stream(

@@ -135,3 +135,21 @@ def map_http_errors(provider: str) -> Iterator[None]:
         raise ProviderError(provider, f"timed out ({type(exc).__name__})", retryable=True) from exc
     except httpx2.RequestError as exc:
         raise ProviderError(provider, f"connection failed ({type(exc).__name__})", retryable=True) from exc
+
+
+async def post_json(
+    http: httpx2.AsyncClient, deployment: Deployment, path: str, body: dict[str, Any], headers: dict[str, str]
+) -> Any:
+    """POST ``body`` to ``deployment``'s ``path`` and return the decoded JSON answer.
+
+    Raises:
+        ProviderError: a transport failure, an error status (with ``Retry-After``), or a body that is not JSON.
+    """
+    with map_http_errors(deployment.name):
+        response = await http.post(deployment.url(path), json=body, headers=headers, timeout=deployment.timeout)
+    if response.status_code >= 400:
+        raise error_from_response(deployment.name, response.status_code, response.headers, response.content)
+    try:
+        return response.json()
+    except ValueError as exc:
+        raise invalid_response(deployment.name, "body is not JSON") from exc

@@ -17,7 +17,13 @@ from typing import Any, Literal
 import httpx2
 from pydantic import ValidationError
 
-from hanzo_hub.llm.providers.base import Deployment, error_from_response, invalid_response, map_http_errors
+from hanzo_hub.llm.providers.base import (
+    Deployment,
+    error_from_response,
+    invalid_response,
+    map_http_errors,
+    post_json,
+)
 from hanzo_hub.llm.registry import ModelSpec
 from hanzo_hub.llm.types import (
     ChatMessage,
@@ -387,19 +393,7 @@ class OpenAICompatProvider:
     async def chat(self, deployment: Deployment, request: ChatRequest, model: ModelSpec) -> ChatResult:
         """One non-streamed attempt (see :class:`~hanzo_hub.llm.providers.base.Provider`)."""
         body = to_openai_body(request, model.wire_name)
-        with map_http_errors(deployment.name):
-            response = await self._http.post(
-                deployment.url("chat/completions"),
-                json=body,
-                headers=self._headers(deployment),
-                timeout=deployment.timeout,
-            )
-        if response.status_code >= 400:
-            raise error_from_response(deployment.name, response.status_code, response.headers, response.content)
-        try:
-            data = response.json()
-        except ValueError as exc:
-            raise invalid_response(deployment.name, "body is not JSON") from exc
+        data = await post_json(self._http, deployment, "chat/completions", body, self._headers(deployment))
         return _result(data, deployment.name, model)
 
     async def stream(
