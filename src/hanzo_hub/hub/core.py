@@ -40,6 +40,7 @@ from hanzo_hub.errors import (
     ToolNotFound,
 )
 from hanzo_hub.hub.bridge import EraBridge, Parked
+from hanzo_hub.hub.downstream_requests import is_modern, legacy_request, set_level_request, subscription_request
 from hanzo_hub.hub.guard import Guard
 from hanzo_hub.hub.identity import acting
 from hanzo_hub.hub.install import install_before_start
@@ -72,26 +73,6 @@ def freeze_startup_heap() -> None:
     """
     gc.freeze()
     gc.enable()
-
-
-def is_modern(client: Client) -> bool:
-    """Whether ``client`` talks to its server in the stateless (2026-07-28) era."""
-    return client.protocol_version in MODERN_PROTOCOL_VERSIONS
-
-
-async def _legacy_request(client: Client, request: types.ClientRequest) -> None:
-    """Send a 2025-11-25-only request (deprecated in the SDK for 2026-07-28) as a plain request: no warning."""
-    await client.session.send_request(request, types.EmptyResult)
-
-
-def _set_level(level: types.LoggingLevel) -> types.ClientRequest:
-    return types.SetLevelRequest(params=types.SetLevelRequestParams(level=level))
-
-
-def _subscription(uri: str, *, subscribe: bool) -> types.ClientRequest:
-    if subscribe:
-        return types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri))
-    return types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri))
 
 
 class Hub:
@@ -249,12 +230,12 @@ class Hub:
         """Re-apply the clients' log level and resource subscriptions to a (re)started server."""
         caps = client.server_capabilities
         if self.relay.log_level is not None and caps.logging is not None and not is_modern(client):
-            await _legacy_request(client, _set_level(self.relay.log_level))
+            await legacy_request(client, set_level_request(self.relay.log_level))
         if caps.resources is not None and caps.resources.subscribe and not is_modern(client):
             for exposed in self.relay.subscribed():
                 target = self.registry.resolve_uri(exposed)
                 if target.server == server:
-                    await _legacy_request(client, _subscription(target.original, subscribe=True))
+                    await legacy_request(client, subscription_request(target.original, subscribe=True))
 
     def _exposed_uri(self, server: str, uri: str) -> str:
         return expose_uri(uri, self.registry.alias(server)) if self.registry.prefixed else uri
@@ -442,7 +423,7 @@ class Hub:
             if client is None or client.server_capabilities.logging is None or is_modern(client):
                 return
             try:
-                await supervisor.request(lambda c: _legacy_request(c, _set_level(level)))
+                await supervisor.request(lambda c: legacy_request(c, set_level_request(level)))
             except Exception:  # one server refusing must not fail the client's request
                 logger.warning("server %s did not take log level %s", name, level)
 
@@ -491,7 +472,7 @@ class Hub:
             if is_modern(client):
                 await supervisor.resubscribe()  # its change stream is reopened with the new set of URIs
             else:
-                await _legacy_request(client, _subscription(target.original, subscribe=subscribe))
+                await legacy_request(client, subscription_request(target.original, subscribe=subscribe))
 
         await supervisor.request(op)
 

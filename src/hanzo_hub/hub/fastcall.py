@@ -35,7 +35,8 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 
 from hanzo_hub.backends.base import client_capabilities
 from hanzo_hub.errors import BackendError, ToolNotFound
-from hanzo_hub.hub.core import Hub, is_modern
+from hanzo_hub.hub.core import Hub
+from hanzo_hub.hub.downstream_requests import is_modern
 from hanzo_hub.hub.memory_mount import MEMORY_SERVER
 from hanzo_hub.hub.registry import Target
 from hanzo_hub.hub.search import needs_front
