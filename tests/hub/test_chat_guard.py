@@ -67,8 +67,8 @@ async def _session(url: str, user: str, mode: str = "legacy") -> AsyncIterator[C
 
 
 def _echoes(tag: str, n: int) -> Answer:
-    """A model answer asking for ``n`` calls of ``policed__echo`` (texts ``tag0``, ``tag1``, ...)."""
-    return Answer(tool_calls=tuple((f"{tag}{i}", "policed__echo", {"text": f"{tag}{i}"}) for i in range(n)))
+    """A model answer asking for ``n`` calls of ``echo`` (texts ``tag0``, ``tag1``, ...)."""
+    return Answer(tool_calls=tuple((f"{tag}{i}", "echo", {"text": f"{tag}{i}"}) for i in range(n)))
 
 
 def _turn(name: str) -> types.RequestParamsMeta:
@@ -114,7 +114,7 @@ async def test_chat_users_have_their_own_session_budgets_and_the_audit_names_the
         first = await _chat(bob)
         async with _session(url, "alice") as alice:
             second = await _chat(alice)
-        over_direct = await bob.call_tool("policed__echo", {"text": "direct"})
+        over_direct = await bob.call_tool("echo", {"text": "direct"})
         over_chat = await _chat(bob)
     assert _failed(first) == [False, False, False]
     assert _failed(second) == [False, False, False]  # one shared "default" session would have had no budget left
@@ -145,9 +145,9 @@ async def test_one_chat_call_is_one_turn_for_the_per_turn_limit(
     provider_server.script("p", _echoes("t", 5), Answer("three of five"), _echoes("n", 3), Answer("all three"))
     settings = _settings(make_settings, provider_server, calls_per_turn=3)
     async with serve_http_in_process(settings) as url, _session(url, "bob", mode) as bob:
-        before = [await bob.call_tool("policed__echo", {"text": f"d{i}"}, meta=_turn("t1")) for i in range(2)]
+        before = [await bob.call_tool("echo", {"text": f"d{i}"}, meta=_turn("t1")) for i in range(2)]
         limited = await _chat(bob, meta=_turn("t1"))  # the chat call itself is the 3rd call of turn t1
-        after = await bob.call_tool("policed__echo", {"text": "d2"}, meta=_turn("t1"))
+        after = await bob.call_tool("echo", {"text": "d2"}, meta=_turn("t1"))
         fresh = await _chat(bob)
     assert not any(r.is_error for r in before)
     assert _failed(limited) == [False, False, False, True, True]

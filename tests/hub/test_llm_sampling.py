@@ -40,7 +40,7 @@ async def test_the_router_answers_sampling_for_a_client_that_cannot(
         {"fx": _fixture("legacy")}, llm=llm_section(provider_server), backends=BACKENDS, memory=NO_MEMORY
     )
     async with Hub.open(settings) as hub, Client(build_server(hub), mode=client_mode) as client:
-        result = await client.call_tool("fx__test_sampling", {"prompt": "What is 2+2?"})
+        result = await client.call_tool("test_sampling", {"prompt": "What is 2+2?"})
     assert not result.is_error, _text(result)
     assert _text(result) == "LLM response: routed answer"
     [request] = provider_server.requests("p")
@@ -55,7 +55,7 @@ async def test_sampling_client_mode_never_uses_the_router(
     settings = make_settings({"fx": _fixture("legacy")}, llm=llm, memory=NO_MEMORY, backends=BACKENDS)
     async with Hub.open(settings) as hub, Client(build_server(hub), mode="legacy") as client:
         try:  # the fixture reports the missing capability as a protocol error or an error result
-            failed = (await client.call_tool("fx__test_sampling", {"prompt": "What is 2+2?"})).is_error
+            failed = (await client.call_tool("test_sampling", {"prompt": "What is 2+2?"})).is_error
         except MCPError:
             failed = True
     assert failed
@@ -74,6 +74,6 @@ async def test_a_client_that_can_sample_still_answers_first(
         {"fx": _fixture("legacy")}, llm=llm_section(provider_server), backends=BACKENDS, memory=NO_MEMORY
     )
     async with Hub.open(settings) as hub, Client(build_server(hub), mode="legacy", sampling_callback=sampling) as c:
-        result = await c.call_tool("fx__test_sampling", {"prompt": "hi"})
+        result = await c.call_tool("test_sampling", {"prompt": "hi"})
     assert _text(result) == "LLM response: client answer"
     assert provider_server.requests("p") == []

@@ -179,7 +179,7 @@ async def test_chat_runs_catalog_tools_through_the_hub_and_remembers(
 ) -> None:
     provider_server.script(
         "p",
-        Answer(tool_calls=(("c1", "alpha__echo", {"text": "ping"}), ("c2", "alpha__add", {"a": 2, "b": 3}))),
+        Answer(tool_calls=(("c1", "echo", {"text": "ping"}), ("c2", "add", {"a": 2, "b": 3}))),
         Answer("echo said ping; 2+3=5", usage=(50, 10)),
         Answer("you asked me to echo ping before"),
     )
@@ -193,14 +193,14 @@ async def test_chat_runs_catalog_tools_through_the_hub_and_remembers(
     out = first.structured_content
     assert out is not None
     assert _text(first) == "echo said ping; 2+3=5"
-    assert [(c["name"], c["is_error"]) for c in out["tool_calls"]] == [("alpha__echo", False), ("alpha__add", False)]
+    assert [(c["name"], c["is_error"]) for c in out["tool_calls"]] == [("echo", False), ("add", False)]
     assert out["remembered"] is True
     assert out["model"] == "small"
     assert out["budget"]["context"] == 32000
     assert out["budget"]["memory"] == 9600
     bodies = _bodies(provider_server)
     offered = {t["function"]["name"] for t in bodies[0]["tools"]}
-    assert {"alpha__echo", "alpha__add"} <= offered
+    assert {"echo", "add"} <= offered
     assert not any(name.startswith("llm__") for name in offered)
     tool_messages = [m for m in bodies[1]["messages"] if m["role"] == "tool"]
     assert [(m["tool_call_id"], m["content"]) for m in tool_messages] == [("c1", "ping"), ("c2", "5")]
@@ -216,7 +216,7 @@ async def test_chat_tool_calls_pass_the_policy_guard(
     make_settings: MakeSettings, provider_server: ProviderServer
 ) -> None:
     provider_server.script(
-        "p", Answer(tool_calls=(("c1", "alpha__echo", {"text": "x"}),)), Answer("the tool is disabled")
+        "p", Answer(tool_calls=(("c1", "echo", {"text": "x"}),)), Answer("the tool is disabled")
     )
     sandbox = {"servers": {"alpha": {"tools": {"echo": {"enabled": False}}}}}
     settings = make_settings(
@@ -231,7 +231,7 @@ async def test_chat_tool_calls_pass_the_policy_guard(
         result = await client.call_tool("llm__chat", {"message": "echo x"})
     assert result.structured_content is not None
     assert result.structured_content["tool_calls"] == [
-        {"name": "alpha__echo", "arguments": {"text": "x"}, "is_error": True}
+        {"name": "echo", "arguments": {"text": "x"}, "is_error": True}
     ]
     [tool_message] = [m for m in _bodies(provider_server)[1]["messages"] if m["role"] == "tool"]
     assert "policy denied" in tool_message["content"]
@@ -240,7 +240,7 @@ async def test_chat_tool_calls_pass_the_policy_guard(
 async def test_chat_stops_calling_tools_after_the_turn_budget(
     make_settings: MakeSettings, provider_server: ProviderServer
 ) -> None:
-    calls = tuple((f"c{i}", "alpha__add", {"a": i, "b": 1}) for i in range(MAX_TOOL_CALLS + 3))
+    calls = tuple((f"c{i}", "add", {"a": i, "b": 1}) for i in range(MAX_TOOL_CALLS + 3))
     provider_server.script("p", Answer(tool_calls=calls), Answer("done"))
     settings = make_settings(
         {"alpha": inproc("alpha")}, llm=llm_section(provider_server), backends=BACKENDS, memory=NO_MEMORY, exposure=FAKE

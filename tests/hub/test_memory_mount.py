@@ -33,7 +33,8 @@ async def test_memory_is_on_by_default(make_settings: MakeSettings) -> None:
     assert settings.memory.store == "chroma"
     async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
-    assert {"memory__remember", "memory__recall", "alpha__echo"} <= names
+    # A lone downstream stays unprefixed under the default exposure.prefix "auto"; the hub's own tools keep theirs.
+    assert {"memory__remember", "memory__recall", "echo"} <= names
     assert not (settings.memory_dir / "chroma").exists()
 
 
@@ -44,7 +45,7 @@ async def test_remember_and_recall_through_the_hub(make_settings: MakeSettings, 
         names = {tool.name for tool in (await client.list_tools()).tools}
         await client.call_tool("memory__remember", {"content": "The deploy key lives in the vault", "tier": "project"})
         recalled = await client.call_tool("memory__recall", {"query": "where is the deploy key"})
-    assert {"memory__remember", "memory__recall", "memory__forget", "alpha__echo"} <= names
+    assert {"memory__remember", "memory__recall", "memory__forget", "echo"} <= names
     assert _contents(recalled) == ["The deploy key lives in the vault"]
 
 

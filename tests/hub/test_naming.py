@@ -14,6 +14,7 @@ from hanzo_hub.hub.naming import (
     derive_alias,
     expose_name,
     expose_uri,
+    prefixed_servers,
     split_uri,
 )
 
@@ -148,3 +149,19 @@ def test_unprefixed_uri_is_unchanged() -> None:
 @pytest.mark.parametrize("uri", ["fixture://doc", "hub://", "hub://alias", "hub:///x", "hub://alias/"])
 def test_foreign_or_incomplete_uris_do_not_split(uri: str) -> None:
     assert split_uri(uri) is None
+
+
+@pytest.mark.parametrize(
+    ("prefix", "servers", "own", "expected"),
+    [
+        ("auto", ["solo"], [], set()),
+        ("auto", ["memory"], ["memory"], set()),
+        ("auto", ["solo", "memory", "llm"], ["memory", "llm"], {"memory", "llm"}),
+        ("auto", ["a", "b", "memory"], ["memory"], {"a", "b", "memory"}),
+        ("auto", ["a", "b"], [], {"a", "b"}),
+        (True, ["solo"], [], {"solo"}),
+        (False, ["a", "memory"], ["memory"], set()),
+    ],
+)
+def test_prefixed_servers(prefix: bool | str, servers: list[str], own: list[str], expected: set[str]) -> None:
+    assert prefixed_servers(prefix, servers, own=own) == expected

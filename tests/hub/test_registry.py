@@ -109,3 +109,15 @@ def test_a_single_unprefixed_server_owns_every_uri() -> None:
     reg = Registry(["solo"], {"solo": "solo"}, prefix=False)
     reg.set("solo", listing("echo"))
     assert reg.resolve_uri("anything://x") == Target("solo", "anything://x")
+
+
+def test_prefixing_is_decided_per_server() -> None:
+    reg = Registry(["solo", "memory"], {"solo": "solo", "memory": "memory"}, prefix={"memory"})
+    reg.set("solo", Listing(tools=(tool("echo"),), resources=(types.Resource(name="r", uri="file:///r"),)))
+    reg.set("memory", Listing(tools=(tool("recall"),), resources=(types.Resource(name="m", uri="memory://m"),)))
+    assert {t.name for t in reg.tools()} == {"echo", "memory__recall"}
+    assert reg.resolve_tool("echo") == Target("solo", "echo")
+    assert reg.resolve_tool("memory__recall") == Target("memory", "recall")
+    assert reg.resolve_uri("hub://memory/memory://m") == Target("memory", "memory://m")
+    assert reg.resolve_uri("file:///r") == Target("solo", "file:///r")
+    assert reg.prefixed("memory") and not reg.prefixed("solo")

@@ -59,4 +59,4 @@ async def test_router_failure_keeps_stage1_and_says_so(
     assert structured is not None
     assert structured["llm_filter"] == "failed"
     assert "stage-1 order kept" in structured["note"]
-    assert structured["tools"][0]["name"] == "alpha__add"
+    assert structured["tools"][0]["name"] == "add"

@@ -49,7 +49,7 @@ from hanzo_hub.hub.llm_mount import LLM_SERVER, build_llm_server
 from hanzo_hub.hub.llm_runtime import LlmRuntime, wants_llm
 from hanzo_hub.hub.memory_mount import MEMORY_SERVER, identity_meta
 from hanzo_hub.hub.memory_mount import build as build_memory
-from hanzo_hub.hub.naming import assign_aliases, expose_uri
+from hanzo_hub.hub.naming import assign_aliases, expose_uri, prefixed_servers
 from hanzo_hub.hub.notify import ChangeNotifier
 from hanzo_hub.hub.project import Projects, identity_for
 from hanzo_hub.hub.registry import Registry, Target
@@ -103,10 +103,9 @@ class Hub:
         servers = {name: spec for name, spec in configured.items() if spec.enabled}
         self._servers = servers
         aliases = assign_aliases(servers, {name: spec.alias for name, spec in servers.items()})
-        prefix = settings.exposure.prefix
-        use_prefix = len(servers) != 1 if prefix == "auto" else bool(prefix)
         overrides = {name: spec.tool_overrides for name, spec in servers.items()}
-        self.registry = Registry(servers, aliases, prefix=use_prefix, overrides=overrides)
+        prefixed = prefixed_servers(settings.exposure.prefix, servers, own=local.keys())
+        self.registry = Registry(servers, aliases, prefix=prefixed, overrides=overrides)
         self.snapshots = SnapshotStore(settings.snapshot_dir)
         self.notifier = ChangeNotifier()
         self._background: list[Callable[[], Coroutine[Any, Any, None]]] = []
@@ -238,7 +237,7 @@ class Hub:
                     await legacy_request(client, subscription_request(target.original, subscribe=True))
 
     def _exposed_uri(self, server: str, uri: str) -> str:
-        return expose_uri(uri, self.registry.alias(server)) if self.registry.prefixed else uri
+        return expose_uri(uri, self.registry.alias(server)) if self.registry.prefixed(server) else uri
 
     # -- operations ---------------------------------------------------------------------------------------------
 
@@ -515,7 +514,7 @@ class Hub:
             return await client.read_resource(target.original, meta=meta)
 
         result = await self._forward(target.server, ctx, run)
-        if not self.registry.prefixed or not isinstance(result, types.ReadResourceResult):
+        if not self.registry.prefixed(target.server) or not isinstance(result, types.ReadResourceResult):
             return result
         alias = self.registry.alias(target.server)
         contents = [c.model_copy(update={"uri": expose_uri(str(c.uri), alias)}) for c in result.contents]

@@ -86,3 +86,22 @@ def split_uri(uri: str) -> tuple[str, str] | None:
     if not sep or not alias or not original:
         return None
     return alias, original
+
+
+def prefixed_servers(prefix: bool | str, servers: Iterable[str], *, own: Iterable[str] = ()) -> frozenset[str]:
+    """The servers whose names carry their alias, for ``exposure.prefix`` (``True``, ``False`` or ``"auto"``).
+
+    ``"auto"`` prefixes nothing when there is a single server, and otherwise everything but a single downstream: the
+    hub's ``own`` servers (memory, llm) keep their prefix, so turning memory on does not rename a lone downstream's
+    tools, and a downstream tool called ``recall`` cannot collide with the memory server's.
+    """
+    names = list(servers)
+    if prefix is True or prefix is False:
+        return frozenset(names) if prefix else frozenset()
+    mine = set(own)
+    downstream = [name for name in names if name not in mine]
+    if len(names) <= 1:
+        return frozenset()
+    if len(downstream) == 1:
+        return frozenset(name for name in names if name in mine)
+    return frozenset(names)

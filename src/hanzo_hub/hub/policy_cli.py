@@ -148,7 +148,7 @@ def _resolve(hub: Hub, name: str) -> tuple[Target, str | None]:
     except ToolNotFound:
         servers = _servers(hub)
         for server in servers:
-            prefix = f"{hub.registry.alias(server)}__" if hub.registry.prefixed else ""
+            prefix = f"{hub.registry.alias(server)}__" if hub.registry.prefixed(server) else ""
             if name.startswith(prefix) and len(name) > len(prefix) and (prefix or len(servers) == 1):
                 note = f"no snapshot of {server}'s tools yet: arguments are recognised by their names only"
                 return Target(server, name[len(prefix) :]), note

@@ -2,7 +2,8 @@
 
 The registry is rebuilt per server when a listing arrives (snapshot or live); lookups are dictionary hits. When
 prefixes are off, the first server (in configuration order) wins a name both servers use, and the collision is
-logged; with prefixes on, names cannot collide.
+logged; with prefixes on, names cannot collide. Prefixing is decided per server: ``exposure.prefix: "auto"`` leaves a
+single downstream unprefixed while the hub's own servers (memory, llm) keep their prefixes.
 
 A server's ``tool_overrides`` (from its spec, or its catalog manifest's ``toolOverrides``) are applied here, before
 prefixing: a hidden tool is neither listed nor callable, a renamed one is exposed (and called) under its new name and
@@ -80,14 +81,14 @@ class Registry:
         servers: Iterable[str],
         aliases: Mapping[str, str],
         *,
-        prefix: bool,
+        prefix: bool | Iterable[str],
         overrides: Mapping[str, Mapping[str, ToolOverrideSpec]] | None = None,
     ) -> None:
         self._order = list(servers)
         self._overrides = {name: dict(fixes) for name, fixes in (overrides or {}).items() if fixes}
         self._aliases = dict(aliases)
         self._by_alias = {alias: name for name, alias in self._aliases.items()}
-        self._prefix = prefix
+        self._prefixed = frozenset(self._order if prefix is True else () if prefix is False else prefix)
         self.listings: dict[str, Listing] = {}
         self._views: dict[str, _View] = {}
         self._tools: dict[str, Target] = {}
@@ -96,10 +97,9 @@ class Registry:
         self._cache: _View = _View()
         self._stale = False
 
-    @property
-    def prefixed(self) -> bool:
-        """Whether names carry server prefixes."""
-        return self._prefix
+    def prefixed(self, server: str) -> bool:
+        """Whether ``server``'s names carry its prefix."""
+        return server in self._prefixed
 
     def alias(self, server: str) -> str:
         """The alias of ``server``."""
@@ -123,7 +123,7 @@ class Registry:
         return changed
 
     def _expose(self, server: str, listing: Listing) -> _View:
-        prefix = self._aliases[server] if self._prefix else None
+        prefix = self._aliases[server] if server in self._prefixed else None
         pairs = apply_overrides(listing.tools, self._overrides.get(server, {}))
         return _View(
             tools=tuple(t.model_copy(update={"name": expose_name(t.name, prefix)}) for _, t in pairs),
@@ -221,17 +221,17 @@ class Registry:
         self._current()
         if uri in self._uris:
             return self._uris[uri]
-        if self._prefix:
+        if self._prefixed:
             parts = split_uri(uri)
-            if parts is not None and parts[0] in self._by_alias:
+            if parts is not None and self._by_alias.get(parts[0]) in self._prefixed:
                 return Target(self._by_alias[parts[0]], parts[1])
-        else:
-            for server in self._order:
-                listing = self.listings.get(server)
-                if listing is not None and (listing.templates or listing.resources):
-                    return Target(server, uri)
-            if len(self._order) == 1:
-                return Target(self._order[0], uri)
+        plain = [server for server in self._order if server not in self._prefixed]
+        for server in plain:
+            listing = self.listings.get(server)
+            if listing is not None and (listing.templates or listing.resources):
+                return Target(server, uri)
+        if len(plain) == 1:
+            return Target(plain[0], uri)
         raise ResourceNotFound(f"Resource not found: {uri}", uri)
 
 
