@@ -40,22 +40,24 @@ async def _next_message(read: object) -> types.JSONRPCMessage:
     return item.message
 
 
-async def _read_one(read: object, into: list[SessionMessage | Exception]) -> None:
-    """The session's side: read one item (a fast-path answer queued behind it is woken once it is read)."""
-    with anyio.fail_after(10):
+async def _read_on(read: object, into: list[SessionMessage | Exception]) -> None:
+    """The session's side: read items as they come (a fast-path answer queued behind frames is woken when the
+    session comes back for the next item, so it has handled every frame before it)."""
+    while True:
         into.append(await read.receive())  # type: ignore[attr-defined]
 
 
 async def _request_while_reading(
     channel: RawChannel, read: object, method: str, params: dict[str, object]
 ) -> tuple[dict[str, object], list[SessionMessage | Exception]]:
-    """``channel.request`` while the session reads one item; returns the answer and what the session had read."""
+    """``channel.request`` while the session reads; returns the answer and what the session had read by then."""
     seen: list[SessionMessage | Exception] = []
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_read_one, read, seen)
+        tg.start_soon(_read_on, read, seen)
         with anyio.fail_after(10):
             answer = await channel.request(method, params)
         read_by_then = list(seen)
+        tg.cancel_scope.cancel()
     assert seen
     return answer, read_by_then
 

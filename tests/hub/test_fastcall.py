@@ -11,10 +11,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 
+from hanzo_hub.backends.supervisor import Supervisor
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.fastcall import RawToolCalls
 from hanzo_hub.hub.server import build_server
@@ -173,3 +175,39 @@ async def test_the_per_call_policy_applies_on_the_fast_path(make_settings: MakeS
     assert any(r.is_error and "policy denied" in text_of(r) for r in spent)  # the bucket of 4 ran dry
     # Relayed: small, big and the calls the bucket still allowed; the denied ones never reached the server.
     assert relayed == 2 + sum(not r.is_error for r in spent)
+
+
+@pytest.mark.parametrize("which", ["policy", "server"])
+async def test_a_fast_call_past_its_deadline_is_an_error_and_the_server_is_told_to_cancel(
+    make_settings: MakeSettings, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, which: str
+) -> None:
+    # The raw channel's timer keeps the sooner of the policy's per-call timeout and the server's call timeout.
+    entry = stdio("ok", "ds", protocol="legacy", call_timeout=0.4 if which == "server" else 30)
+    sandbox = {"keyring_service": None, "servers": {"ds": {"sandbox": "none", "tools": {"sleep_marked": {}}}}}
+    if which == "policy":
+        sandbox["servers"]["ds"]["tools"]["sleep_marked"] = {"timeout": 0.4}
+    settings = make_settings({"ds": entry, "other": inproc("beta")}, sandbox=sandbox)
+    raw_calls: list[str] = []
+    original = Supervisor.raw_request
+
+    async def counted(self: Supervisor, *args: Any) -> Any:
+        raw_calls.append(self.name)
+        return await original(self, *args)
+
+    monkeypatch.setattr(Supervisor, "raw_request", counted)
+    marker = tmp_path / "cancelled"
+    async with hub_client(settings) as (client, _fast):
+        await client.call_tool("ds__echo", {"text": "start"})  # starts the server (normal path)
+        raw_calls.clear()
+        with anyio.fail_after(10):
+            late = await client.call_tool("ds__sleep_marked", {"seconds": 30, "marker": str(marker)})
+        with anyio.fail_after(10):
+            while not marker.exists():
+                await anyio.sleep(0.05)
+        after = await client.call_tool("ds__echo", {"text": "still here"})
+    assert raw_calls == ["ds", "ds"]  # both calls went over the raw channel
+    assert late.is_error
+    expected = "timed out after 0.4 s" if which == "policy" else "did not answer within 0.4 s"
+    assert expected in text_of(late)
+    assert marker.read_text() == "cancelled"
+    assert text_of(after) == "still here"

@@ -215,9 +215,7 @@ async def test_chat_runs_catalog_tools_through_the_hub_and_remembers(
 async def test_chat_tool_calls_pass_the_policy_guard(
     make_settings: MakeSettings, provider_server: ProviderServer
 ) -> None:
-    provider_server.script(
-        "p", Answer(tool_calls=(("c1", "echo", {"text": "x"}),)), Answer("the tool is disabled")
-    )
+    provider_server.script("p", Answer(tool_calls=(("c1", "echo", {"text": "x"}),)), Answer("the tool is disabled"))
     sandbox = {"servers": {"alpha": {"tools": {"echo": {"enabled": False}}}}}
     settings = make_settings(
         {"alpha": inproc("alpha")},
@@ -230,9 +228,7 @@ async def test_chat_tool_calls_pass_the_policy_guard(
     async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
         result = await client.call_tool("llm__chat", {"message": "echo x"})
     assert result.structured_content is not None
-    assert result.structured_content["tool_calls"] == [
-        {"name": "echo", "arguments": {"text": "x"}, "is_error": True}
-    ]
+    assert result.structured_content["tool_calls"] == [{"name": "echo", "arguments": {"text": "x"}, "is_error": True}]
     [tool_message] = [m for m in _bodies(provider_server)[1]["messages"] if m["role"] == "tool"]
     assert "policy denied" in tool_message["content"]
 

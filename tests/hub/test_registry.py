@@ -120,4 +120,5 @@ def test_prefixing_is_decided_per_server() -> None:
     assert reg.resolve_tool("memory__recall") == Target("memory", "recall")
     assert reg.resolve_uri("hub://memory/memory://m") == Target("memory", "memory://m")
     assert reg.resolve_uri("file:///r") == Target("solo", "file:///r")
-    assert reg.prefixed("memory") and not reg.prefixed("solo")
+    assert reg.prefixed("memory")
+    assert not reg.prefixed("solo")

@@ -63,6 +63,9 @@ class _Wire(asyncio.SubprocessProtocol):
     def __init__(self, channel: RawChannel | None, queue: MemoryObjectSendStream[_Item]) -> None:
         self.channel = channel
         self.queue = queue
+        self.queued = 0
+        """Items sent to the session's queue that its reader has not taken yet (cheaper than the stream's statistics;
+        it also counts an item handed straight to a waiting reader that has not run yet)."""
         self.transport: asyncio.SubprocessTransport | None = None
         self.exited = asyncio.Event()
         self.stdout_closed = asyncio.Event()
@@ -99,7 +102,7 @@ class _Wire(asyncio.SubprocessProtocol):
             end = data.find(b"\n", start)
         if start < len(data):
             self._parts.append(data[start:])
-        if not self._paused_reading and self.queue.statistics().current_buffer_used >= READ_AHEAD:
+        if not self._paused_reading and self.queued >= READ_AHEAD:
             self._pause_reading(True)
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
@@ -133,10 +136,11 @@ class _Wire(asyncio.SubprocessProtocol):
         if self.channel is not None:
             complete = self.channel.match(frame)
             if complete is not None:
-                if self.queue.statistics().current_buffer_used:
+                if self.queued:
                     # Frames before it wait for the session (a log message of this call): wake the call after them.
                     with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
                         self.queue.send_nowait(complete)
+                        self.queued += 1
                         return
                 complete()
                 return
@@ -146,6 +150,7 @@ class _Wire(asyncio.SubprocessProtocol):
             item = exc
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
             self.queue.send_nowait(item)
+            self.queued += 1
 
     def _pause_reading(self, paused: bool) -> None:
         pipe = self.transport.get_pipe_transport(1) if self.transport is not None else None
@@ -159,7 +164,8 @@ class _Wire(asyncio.SubprocessProtocol):
 
     def caught_up(self) -> None:
         """The session took a frame: read on once the queue is short again."""
-        if self._paused_reading and (self.discard or self.queue.statistics().current_buffer_used < READ_AHEAD // 2):
+        self.queued -= 1
+        if self._paused_reading and (self.discard or self.queued < READ_AHEAD // 2):
             self._pause_reading(False)
 
     # -- writing ----------------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ even when the hub is cancelled.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -72,7 +73,7 @@ class BackendPool:
         settings: BackendSettings,
         log_dir: Path,
         hooks: SupervisorHooks,
-        clock: Callable[[], float] = anyio.current_time,
+        clock: Callable[[], float] = time.monotonic,
         local_servers: Mapping[str, Any] | None = None,
         sandboxes: Mapping[str, Any] | None = None,
         secrets: Mapping[str, str] | None = None,

@@ -10,18 +10,20 @@ On a transport that owns its pipes (``hanzo_hub.backends.pipes``) the channel go
 gives it the pipe's line writer, requests go out as JSON text, and the transport offers every frame it reads to
 :meth:`take`, which finds this channel's answers by their id prefix and decodes them with ``json`` alone.
 
-A request cancelled while in flight sends the server ``notifications/cancelled``, as the session would; a connection
-that ends fails every pending request with ``CONNECTION_CLOSED``, which the supervisor turns into "crashed".
+A request cancelled while in flight, or one whose ``timeout`` expires, sends the server ``notifications/cancelled``, as
+the session would; a connection that ends fails every pending request with ``CONNECTION_CLOSED``, which the supervisor
+turns into "crashed". A request waits on a plain asyncio future, and its timeout is a loop timer rather than a cancel
+scope: this runs for every fast-path call, and a scope costs more than the rest of the wait (the hub runs on asyncio).
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -35,14 +37,28 @@ logger = logging.getLogger(__name__)
 CANCEL_NOTICE_TIMEOUT = 1.0
 
 
-@dataclass(eq=False)
 class _Pending:
-    done: anyio.Event = field(default_factory=anyio.Event)
-    message: types.JSONRPCResponse | types.JSONRPCError | None = None
-    raw: dict[str, Any] | None = None
-    result_bytes: bytes | None = None
-    matched: bool = False
-    """The result's own JSON text, when the frame had the plain response layout (see :func:`_split`)."""
+    """One request in flight: woken by its answer, the connection's end, or its timer."""
+
+    __slots__ = ("done", "expired", "matched", "message", "raw", "result_bytes")
+
+    def __init__(self, done: asyncio.Future[None]) -> None:
+        self.done = done
+        self.message: types.JSONRPCResponse | types.JSONRPCError | None = None
+        self.raw: dict[str, Any] | None = None
+        self.result_bytes: bytes | None = None
+        """The result's own JSON text, when the frame had the plain response layout (see :func:`_split`)."""
+        self.matched = False
+        self.expired = False
+
+    def wake(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+    def expire(self) -> None:
+        if not self.matched:
+            self.expired = True
+            self.wake()
 
 
 class RawChannel:
@@ -104,7 +120,7 @@ class RawChannel:
                 waiting.raw = {"result": result}
                 waiting.result_bytes = split[1]
                 waiting.matched = True
-                return waiting.done.set
+                return waiting.wake
         # Any other layout (or a result that is no object): decode the whole frame.
         try:
             decoded = json.loads(frame)
@@ -118,7 +134,7 @@ class RawChannel:
             return None
         pending.raw = decoded
         pending.matched = True
-        return pending.done.set
+        return pending.wake
 
     def claim(self, item: SessionMessage | Exception) -> bool:
         """Take ``item`` if it answers one of this channel's requests (the session never sees it then)."""
@@ -132,25 +148,28 @@ class RawChannel:
             return False
         pending.message = message
         pending.matched = True
-        pending.done.set()
+        pending.wake()
         return True
 
     def close(self) -> None:
         """The connection ended: every pending request fails."""
         self._closed = True
         for pending in self._pending.values():
-            pending.done.set()
+            pending.wake()
 
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def request(self, method: str, params: dict[str, Any], *, timeout: float | None = None) -> dict[str, Any]:
         """Send one request and return its raw result.
 
         Raises:
             MCPError: the server answered with an error, or the connection closed (``CONNECTION_CLOSED``).
+            TimeoutError: no answer within ``timeout`` seconds (the server was told the request is cancelled).
         """
-        result, _ = await self.request_text(method, params)
+        result, _ = await self.request_text(method, params, timeout=timeout)
         return result
 
-    async def request_text(self, method: str, params: dict[str, Any]) -> tuple[dict[str, Any], bytes | None]:
+    async def request_text(
+        self, method: str, params: dict[str, Any], *, timeout: float | None = None
+    ) -> tuple[dict[str, Any], bytes | None]:
         """Like :meth:`request`, also returning the result's JSON text as the server wrote it, when available.
 
         The text is there when the answer came over the raw pipes in the plain response layout; it decodes to the
@@ -158,11 +177,14 @@ class RawChannel:
 
         Raises:
             MCPError: the server answered with an error, or the connection closed (``CONNECTION_CLOSED``).
+            TimeoutError: no answer within ``timeout`` seconds (the server was told the request is cancelled).
         """
         if not self.open:
             raise MCPError(types.CONNECTION_CLOSED, "the connection is closed")
         request_id = f"{self._prefix}{next(self._ids)}"
-        pending = self._pending[request_id] = _Pending()
+        loop = asyncio.get_running_loop()
+        pending = self._pending[request_id] = _Pending(loop.create_future())
+        timer = loop.call_later(timeout, pending.expire) if timeout is not None else None
         try:
             if self._line is not None and self._drain is not None:
                 body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
@@ -172,14 +194,19 @@ class RawChannel:
                 assert self._write is not None
                 message = types.JSONRPCRequest(jsonrpc="2.0", id=request_id, method=method, params=params)
                 await self._write.send(SessionMessage(message))
-            await pending.done.wait()
-        except anyio.get_cancelled_exc_class():
-            if not pending.done.is_set():
+            await pending.done
+            if pending.expired:
+                await self._cancel(request_id)
+                raise TimeoutError(f"no answer to {method} within {timeout:g} s")
+        except asyncio.CancelledError:
+            if not pending.matched:
                 await self._cancel(request_id)
             raise
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             raise MCPError(types.CONNECTION_CLOSED, "the connection is closed") from None
         finally:
+            if timer is not None:
+                timer.cancel()
             del self._pending[request_id]
         if pending.raw is not None:
             return _raw_result(pending.raw), pending.result_bytes

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -104,7 +105,7 @@ class Supervisor:
         hooks: SupervisorHooks,
         slots: Slots,
         task_group: anyio.abc.TaskGroup,
-        clock: Callable[[], float] = anyio.current_time,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.name = name
         self.spec = spec
@@ -191,6 +192,38 @@ class Supervisor:
             self._done()
         self.failures = 0
         return result
+
+    async def raw_request(
+        self, client: Client, method: str, params: dict[str, Any], timeout: float
+    ) -> tuple[dict[str, Any], bytes | None] | None:
+        """``method`` on the raw channel of the running ``client`` (see :mod:`.rawchannel`), within ``timeout`` s.
+
+        ``None`` when ``client`` is no longer the live one or its channel is gone (a restart since the caller looked):
+        the caller takes :meth:`request`. Same accounting as :meth:`request` (in flight, idle clock, crash detection),
+        without its cancel scope: the channel's timer bounds the wait.
+
+        Raises:
+            TimeoutError: no answer within ``timeout`` (the server was told the request is cancelled).
+            BackendCrashed: the connection ended mid-request.
+            MCPError: the server answered with a protocol error (passed through).
+        """
+        channel = self._channel
+        if self._client is not client or self.state is not State.RUNNING or channel is None or not channel.open:
+            return None
+        self.in_flight += 1
+        ended = self._ended
+        try:
+            answer = await channel.request_text(method, params, timeout=timeout)
+        except MCPError as exc:
+            if exc.code == types.CONNECTION_CLOSED:
+                with anyio.move_on_after(self._settings.shutdown_timeout + STOP_GRACE):
+                    await ended.wait()
+                raise BackendCrashed(self.name, f"closed its connection mid-request{self._log_hint()}") from None
+            raise
+        finally:
+            self._done()
+        self.failures = 0
+        return answer
 
     @asynccontextmanager
     async def use(self) -> AsyncIterator[Client]:

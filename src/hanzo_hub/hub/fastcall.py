@@ -25,7 +25,7 @@ import dataclasses
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import mcp_types as types
 from mcp import Client, MCPError
@@ -34,9 +34,10 @@ from mcp_types import CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY, PROTOCOL
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 from hanzo_hub.backends.base import client_capabilities
-from hanzo_hub.errors import BackendError, ToolNotFound
+from hanzo_hub.errors import BackendError, BackendTimeout, ToolNotFound
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.downstream_requests import is_modern
+from hanzo_hub.hub.guard import Admission
 from hanzo_hub.hub.memory_mount import MEMORY_SERVER
 from hanzo_hub.hub.registry import Target
 from hanzo_hub.hub.search import needs_front
@@ -45,6 +46,26 @@ logger = logging.getLogger(__name__)
 
 _TOOLS_CALL = "tools/call"
 _BRIDGED = frozenset({"sampling", "elicitation", "roots"})
+
+
+class RequestLike(Protocol):
+    """What :meth:`RawToolCalls.intercept` reads of a request: a ``JSONRPCRequest``, or a transport's lighter copy."""
+
+    @property
+    def id(self) -> types.RequestId: ...
+    @property
+    def method(self) -> str: ...
+    @property
+    def params(self) -> dict[str, Any] | None: ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Plan:
+    """An eligible call: its server, the downstream params, and the live client the plan was made against."""
+
+    target: Target
+    params: dict[str, Any]
+    client: Client
 
 
 def _error_result(text: str) -> dict[str, Any]:
@@ -133,13 +154,12 @@ class RawToolCalls:
         plan = self._plan(ctx.params)
         if plan is None:
             return await call_next(ctx)
-        target, params = plan
-        result, _ = await self._relay(ctx, target, params)
+        result, _ = await self._relay(ctx, plan)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and "resultType" not in result:
             result["resultType"] = "complete"  # a handshake-era server's result (the spec's absent-means-complete)
         return result
 
-    def intercept(self, message: types.JSONRPCRequest) -> Callable[[], Awaitable[types.JSONRPCMessage | bytes]] | None:
+    def intercept(self, message: RequestLike) -> Callable[[], Awaitable[types.JSONRPCMessage | bytes]] | None:
         """For a single-connection transport (stdio): answer an eligible ``tools/call`` without the SDK session.
 
         Returns the coroutine function that makes the response, or ``None`` when the request must go to the session:
@@ -173,12 +193,11 @@ class RawToolCalls:
             ctx = dataclasses.replace(
                 latest, request_id=None, protocol_version=version, method=_TOOLS_CALL, params=message.params, meta=None
             )
-        target, params = plan
-        logger.debug("tools/call %s: fast path on the transport", params["name"])
+        logger.debug("tools/call %s: fast path on the transport", plan.params["name"])
 
         async def answer() -> types.JSONRPCMessage | bytes:
             try:
-                result, text = await self._relay(ctx, target, params)
+                result, text = await self._relay(ctx, plan)
             except MCPError as exc:
                 return types.JSONRPCError(jsonrpc="2.0", id=message.id, error=exc.error)
             except Exception:  # a transport task: one bad call must not end the connection
@@ -205,7 +224,7 @@ class RawToolCalls:
         # A log-level opt-in: its log messages go on its own request's stream, the session's.
         return LOG_LEVEL_META_KEY not in (params or {}).get("_meta", {})
 
-    def _plan(self, params: Mapping[str, Any] | None) -> tuple[Target, dict[str, Any]] | None:
+    def _plan(self, params: Mapping[str, Any] | None) -> _Plan | None:
         """The server and downstream params of an eligible call, else ``None`` (normal path)."""
         if not params:
             return None
@@ -229,14 +248,12 @@ class RawToolCalls:
         body: dict[str, Any] = {"name": target.original}
         if arguments is not None:
             body["arguments"] = arguments
-        return target, body
+        return _Plan(target, body, client)
 
-    async def _relay(
-        self, ctx: ServerRequestContext[Any, Any], target: Target, params: dict[str, Any]
-    ) -> tuple[dict[str, Any], bytes | None]:
+    async def _relay(self, ctx: ServerRequestContext[Any, Any], plan: _Plan) -> tuple[dict[str, Any], bytes | None]:
         """The call's result, and its JSON text when that is the downstream's own, unchanged (else ``None``)."""
         hub = self._hub
-        server = target.server
+        target, params = plan.target, plan.params
         hub.notifier.track(ctx.session, ctx.protocol_version)
         admission = await hub.guard.admit(target, params.get("arguments"), ctx)  # per-call policy, as on the typed path
         if admission.refusal is not None:
@@ -246,26 +263,61 @@ class RawToolCalls:
         meta = hub.relay.downstream_meta(ctx)
         if meta:
             params["_meta"] = dict(meta)
-        arguments = params.get("arguments")
-        supervisor = hub.pool.get(server)
-
-        async def op(client: Client) -> tuple[dict[str, Any], bytes | None]:
-            channel = supervisor.raw_channel
-            if channel is None or is_modern(client):  # restarted (or into the stateless era) since the plan
-                with client_capabilities(hub.relay.upstream_capabilities(ctx)):
-                    result = await client.call_tool(params["name"], arguments, meta=meta)
-                return _dump(result), None
-            return await channel.request_text(_TOOLS_CALL, params)
-
-        answer: Any = None
         try:
-            with admission.deadline(), hub.relay.calling(server, ctx):
-                answer = await supervisor.request(op)
+            answer = await self._forward(ctx, plan, admission)
         except BackendError as exc:
             return _error_result(str(exc)), None
         if answer is None:
             return _dump(hub.guard.release(admission, None)), None  # the policy's per-call timeout expired
-        raw, text = answer
+        return self._released(target.server, admission, *answer)
+
+    async def _forward(
+        self, ctx: ServerRequestContext[Any, Any], plan: _Plan, admission: Admission
+    ) -> tuple[dict[str, Any], bytes | None] | None:
+        """The downstream's raw answer (``None``: the policy's per-call timeout expired).
+
+        One deadline, the sooner of the policy's per-call timeout and the server's call timeout, kept by the raw
+        channel's timer (no cancel scope). A server restarted since the plan takes the supervisor's ``request``.
+
+        Raises:
+            BackendError: the server is unavailable, timed out or crashed.
+        """
+        hub = self._hub
+        server, params = plan.target.server, plan.params
+        supervisor = hub.pool.get(server)
+        policy_timeout, call_timeout = admission.decision.timeout, supervisor.call_timeout
+        deadline = call_timeout if policy_timeout is None else min(policy_timeout, call_timeout)
+        with hub.relay.calling(server, ctx):
+            try:
+                answer = await supervisor.raw_request(plan.client, _TOOLS_CALL, params, deadline)
+            except TimeoutError:
+                if deadline >= call_timeout:
+                    raise BackendTimeout(server, f"did not answer within {call_timeout:g} s") from None
+                admission.timed_out = True
+                return None
+            if answer is not None:
+                return answer
+
+            async def op(client: Client) -> tuple[dict[str, Any], bytes | None]:
+                channel = supervisor.raw_channel
+                if channel is None or is_modern(client):  # restarted (or into the stateless era) since the plan
+                    meta = params.get("_meta")
+                    with client_capabilities(hub.relay.upstream_capabilities(ctx)):
+                        result = await client.call_tool(params["name"], params.get("arguments"), meta=meta)
+                    return _dump(result), None
+                return await channel.request_text(_TOOLS_CALL, params)
+
+            slow: tuple[dict[str, Any], bytes | None] | None = None  # stays None when the policy's deadline expires
+            with admission.deadline():
+                slow = await supervisor.request(op)
+            return slow
+
+    def _released(
+        self, server: str, admission: Admission, raw: Any, text: bytes | None
+    ) -> tuple[dict[str, Any], bytes | None]:
+        """The answer as the client may see it: checked, unstamped, and through the policy's result filter when it
+        could need redacting or capping (else the downstream's own bytes)."""
+        hub = self._hub
         if not isinstance(raw, dict) or not isinstance(raw.get("content"), list):
             logger.warning("%s answered tools/call with an invalid result", server)
             return _error_result(f"server {server!r} answered with an invalid tools/call result"), None

@@ -116,6 +116,10 @@ class Admission:
         self.timed_out = scope.cancelled_caught
 
 
+_Record = tuple[float, Admission, str, str, list[str] | None]
+"""A queued audit record: wall time, the admission, verdict, reason, argument names."""
+
+
 def _absolute(value: Any, base: Path) -> Any:
     if isinstance(value, list):
         return [_absolute(item, base) for item in value]
@@ -187,7 +191,7 @@ class Guard:
         """A client connection as the hub stamps it for its own servers -> its session id (``None``: stateless)."""
         self._audit_path = settings.log_dir / AUDIT_FILE
         self._audit: logging.handlers.RotatingFileHandler | None = None
-        self._pending: list[str] = []
+        self._pending: list[_Record] = []
         self._flushed = time.monotonic()
 
     def close(self) -> None:
@@ -379,8 +383,20 @@ class Guard:
             return f"c{id(connection)}"
 
     def _write(self, admission: Admission, verdict: str, reason: str, arguments: Mapping[str, Any] | None) -> None:
-        record: dict[str, Any] = {
-            "ts": round(time.time(), 3),
+        """Queue one audit record; it is encoded when the batch is written (allowed calls: at most a second later)."""
+        names = sorted(arguments) if arguments is not None else None
+        self._pending.append((time.time(), admission, verdict, reason, names))
+        if verdict != "allow":
+            self._flush()
+            return
+        now = time.monotonic()
+        if now - self._flushed >= AUDIT_FLUSH_SECONDS or len(self._pending) >= AUDIT_BATCH:
+            self._flush(now)
+
+    def _line(self, record: _Record) -> str:
+        ts, admission, verdict, reason, names = record
+        body: dict[str, Any] = {
+            "ts": round(ts, 3),
             "user": admission.user,
             "session": admission.session,
             "server": admission.server,
@@ -389,22 +405,18 @@ class Guard:
             "limit": admission.decision.limit,
             "reason": reason,
         }
-        if arguments is not None:
-            record["arguments"] = sorted(arguments)
-        line = json.dumps(record, ensure_ascii=False)
-        if self.redactor is not None:
-            line = self.redactor.redact(line)
-        self._pending.append(line)
-        now = time.monotonic()
-        if verdict != "allow" or now - self._flushed >= AUDIT_FLUSH_SECONDS or len(self._pending) >= AUDIT_BATCH:
-            self._flush(now)
+        if names is not None:
+            body["arguments"] = names
+        line = json.dumps(body, ensure_ascii=False)
+        return self.redactor.redact(line) if self.redactor is not None else line
 
     def _flush(self, now: float | None = None) -> None:
         """Append the pending audit lines in one write (a write and a flush per call cost more than the check)."""
-        lines, self._pending = self._pending, []
+        records, self._pending = self._pending, []
         self._flushed = time.monotonic() if now is None else now
-        if not lines:
+        if not records:
             return
+        lines = [self._line(record) for record in records]
         try:
             if self._audit is None:
                 self._audit_path.parent.mkdir(parents=True, exist_ok=True)

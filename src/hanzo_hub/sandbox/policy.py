@@ -362,26 +362,27 @@ class PolicyEngine:
             decision = Decision(True, "allowed", None, policy.timeout, policy.max_result_bytes)
         else:
             decision = Decision(False, verdict[1], verdict[0], policy.timeout, policy.max_result_bytes)
-        audit.info(
-            "%s %s/%s by %s: %s",
-            "allow" if decision.allowed else "deny",
-            server,
-            tool,
-            user,
-            decision.reason,
-            extra={
-                "audit": {
-                    "user": user,
-                    "server": server,
-                    "tool": tool,
-                    "session": session,
-                    "allowed": decision.allowed,
-                    "reason": decision.reason,
-                    "limit": decision.limit,
-                    "arguments": sorted(arguments or {}),
-                }
-            },
-        )
+        if audit.isEnabledFor(logging.INFO):  # building the record costs more than the check on the hot path
+            audit.info(
+                "%s %s/%s by %s: %s",
+                "allow" if decision.allowed else "deny",
+                server,
+                tool,
+                user,
+                decision.reason,
+                extra={
+                    "audit": {
+                        "user": user,
+                        "server": server,
+                        "tool": tool,
+                        "session": session,
+                        "allowed": decision.allowed,
+                        "reason": decision.reason,
+                        "limit": decision.limit,
+                        "arguments": sorted(arguments or {}),
+                    }
+                },
+            )
         return decision
 
     async def _evaluate(

@@ -35,7 +35,7 @@ from mcp.shared.message import SessionMessage
 
 from hanzo_hub.config import HubSettings
 from hanzo_hub.hub.core import Hub, freeze_startup_heap
-from hanzo_hub.hub.fastcall import RawToolCalls
+from hanzo_hub.hub.fastcall import RawToolCalls, RequestLike
 from hanzo_hub.hub.server import build_server, initialization_options
 
 logger = logging.getLogger(__name__)
@@ -103,7 +103,7 @@ def _divert(fd: int, flags: int, target: int | None = None) -> int:
 
 Answer = Callable[[], Awaitable[types.JSONRPCMessage | bytes]]
 """Makes the response to a taken request: a message, or its encoded line (with the newline)."""
-Intercept = Callable[[types.JSONRPCRequest], Answer | None]
+Intercept = Callable[[RequestLike], Answer | None]
 """Takes a request away from the SDK session: returns what answers it, or ``None`` to leave it to the session."""
 
 READ_AHEAD = 32
@@ -120,7 +120,7 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _quick_request(line: bytes) -> types.JSONRPCRequest | None:
+def _quick_request(line: bytes) -> _Quick | None:
     """A request line decoded by ``json`` alone and checked by hand, or ``None`` (then the typed parse decides).
 
     Only what the SDK's model would check is checked: the envelope's keys, ``"2.0"``, an integer or string id, a
@@ -137,7 +137,19 @@ def _quick_request(line: bytes) -> types.JSONRPCRequest | None:
         return None
     if params is not None and not isinstance(params, dict):
         return None
-    return types.JSONRPCRequest.model_construct(jsonrpc="2.0", id=request_id, method=method, params=params)
+    return _Quick(request_id, method, params)
+
+
+class _Quick:
+    """A request decoded by :func:`_quick_request`: what ``intercept`` reads, without building the SDK's model (a
+    request the fast path does not take is parsed again, typed, for the session)."""
+
+    __slots__ = ("id", "method", "params")
+
+    def __init__(self, request_id: types.RequestId, method: str, params: dict[str, Any] | None) -> None:
+        self.id = request_id
+        self.method = method
+        self.params = params
 
 
 class _Front(asyncio.Protocol):
@@ -221,7 +233,7 @@ class _Front(asyncio.Protocol):
             return
         if self.intercept is not None and not self.backlog and _TOOLS_CALL in line:
             quick = _quick_request(line)
-            if quick is not None and self.divert(quick):
+            if quick is not None and self._take(quick):
                 return  # (one not taken is parsed again below, for the session)
         try:
             message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
@@ -241,13 +253,7 @@ class _Front(asyncio.Protocol):
         if self.intercept is None:
             return False
         if isinstance(message, types.JSONRPCRequest):
-            make = self.intercept(message)
-            if make is None:
-                return False
-            task = asyncio.get_running_loop().create_task(self.answer(message.id, make), context=self._context.copy())
-            self.taken[message.id] = task
-            self.tasks.add(task)
-            return True
+            return self._take(message)
         if isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
             request_id = (message.params or {}).get("requestId")
             running = self.taken.get(request_id)  # type: ignore[arg-type]
@@ -256,6 +262,17 @@ class _Front(asyncio.Protocol):
                 self._forget(request_id, running)  # type: ignore[arg-type]  # (one cancelled before it ran: no cleanup)
                 return True
         return False
+
+    def _take(self, request: RequestLike) -> bool:
+        """Whether ``intercept`` took ``request`` (then a task of this connection answers it)."""
+        assert self.intercept is not None
+        make = self.intercept(request)
+        if make is None:
+            return False
+        task = asyncio.get_running_loop().create_task(self.answer(request.id, make), context=self._context.copy())
+        self.taken[request.id] = task
+        self.tasks.add(task)
+        return True
 
     def _forget(self, request_id: types.RequestId, task: asyncio.Task[None]) -> None:
         self.tasks.discard(task)
@@ -274,7 +291,8 @@ class _Front(asyncio.Protocol):
             if not isinstance(response, bytes):
                 response = response.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8") + b"\n"
             self.writer.write(response)
-            await self.writer.drain()
+            if self.writer.transport.get_write_buffer_size():  # drain only what the pipe did not take at once
+                await self.writer.drain()
         except ConnectionError:
             pass  # the client went away; the session ends on its own
         except Exception:  # a transport task: one bad answer must not go unheard
