@@ -132,12 +132,30 @@ async def _serve(settings: HubSettings, http: bool) -> None:
         tg.cancel_scope.cancel()
 
 
+def _use_uvloop(choice: str) -> bool:
+    """Whether to serve on uvloop (``event_loop``): its loop, pipes and sockets run in C, which cuts the hub's CPU
+    per relayed call (``bench/proxy_overhead.py``)."""
+    if choice == "asyncio":
+        return False
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        if choice == "uvloop":
+            raise ConfigError("event_loop is 'uvloop' but uvloop is not installed (pip install uvloop)") from None
+        return False
+    return True
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     gc.disable()  # start-up allocates ~100k long-lived objects; the serving path freezes them and re-enables
     settings = _settings(args)
     _configure_logging(settings.log_level)
-    logger.info("hanzo-hub %s: %d servers, home %s", __version__, len(settings.servers), settings.home)
-    anyio.run(_serve, settings, args.http)
+    uvloop = _use_uvloop(settings.event_loop)
+    logger.info(
+        "hanzo-hub %s: %d servers, home %s, event loop %s",
+        __version__, len(settings.servers), settings.home, "uvloop" if uvloop else "asyncio",
+    )  # fmt: skip
+    anyio.run(_serve, settings, args.http, backend_options={"use_uvloop": uvloop})
     return 0
 
 

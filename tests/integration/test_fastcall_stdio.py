@@ -41,8 +41,10 @@ def _wire(result: types.CallToolResult) -> dict[str, Any]:
     return body
 
 
-async def test_stdio_fast_path_answers_like_the_server(make_settings: MakeSettings, tmp_path: Path) -> None:
-    settings = make_settings({"ds": stdio("ok", "ds", protocol="legacy"), "other": inproc("beta")})
+@pytest.mark.parametrize("loop", ["auto", "asyncio"])
+async def test_stdio_fast_path_answers_like_the_server(make_settings: MakeSettings, tmp_path: Path, loop: str) -> None:
+    # The default loop is uvloop (a dependency); the standard asyncio loop must serve the same answers.
+    settings = make_settings({"ds": stdio("ok", "ds", protocol="legacy"), "other": inproc("beta")}, event_loop=loop)
     direct = StdioServerParameters(command=sys.executable, args=["-m", FIXTURE, "ok", "ds"], cwd=str(REPO))
     log = tmp_path / "hub.log"
     calls = [("echo", {"text": "héllo"}), ("add", {"a": 1, "b": 2}), ("image", {}), ("fail", {"reason": "r"})]
@@ -59,7 +61,9 @@ async def test_stdio_fast_path_answers_like_the_server(make_settings: MakeSettin
                 assert _wire(through) == _wire(await server.call_tool(tool, arguments)), tool
             with pytest.raises(Exception, match="nope"):
                 await hub.call_tool("ds__nope", {})
-    assert log.read_text().count(FAST) >= len(calls)  # the first call too, when discovery had started the server
+    text = log.read_text()
+    assert text.count(FAST) >= len(calls)  # the first call too, when discovery had started the server
+    assert f"event loop {'uvloop' if loop == 'auto' else 'asyncio'}" in text
 
 
 async def test_sampling_and_cancellation_through_the_stdio_fast_path(

@@ -27,7 +27,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, cast
 
 import anyio
 import anyio.lowlevel
@@ -79,8 +79,7 @@ class _Wire(asyncio.SubprocessProtocol):
     # -- asyncio callbacks ------------------------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.SubprocessTransport)
-        self.transport = transport
+        self.transport = cast(asyncio.SubprocessTransport, transport)  # uvloop's transports do not subclass asyncio's
 
     def pipe_data_received(self, fd: int, data: bytes) -> None:
         if fd != 1:
@@ -153,8 +152,8 @@ class _Wire(asyncio.SubprocessProtocol):
             self.queued += 1
 
     def _pause_reading(self, paused: bool) -> None:
-        pipe = self.transport.get_pipe_transport(1) if self.transport is not None else None
-        if not isinstance(pipe, asyncio.ReadTransport) or pipe.is_closing():
+        pipe = cast("asyncio.ReadTransport | None", self.transport.get_pipe_transport(1) if self.transport else None)
+        if pipe is None or pipe.is_closing():
             return
         self._paused_reading = paused
         if paused:
@@ -178,8 +177,8 @@ class _Wire(asyncio.SubprocessProtocol):
 
     def write(self, line: bytes) -> None:
         """Put one whole line on the server's stdin (raises ``BrokenResourceError`` once the pipe is gone)."""
-        pipe = self.transport.get_pipe_transport(0) if self.transport is not None else None
-        if self.stdin_lost or not isinstance(pipe, asyncio.WriteTransport) or pipe.is_closing():
+        pipe = cast("asyncio.WriteTransport | None", self.transport.get_pipe_transport(0) if self.transport else None)
+        if self.stdin_lost or pipe is None or pipe.is_closing():
             raise anyio.BrokenResourceError("the server's stdin is closed")
         pipe.write(line)
 

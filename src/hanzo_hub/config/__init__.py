@@ -339,6 +339,11 @@ class HubSettings(BaseSettings):
 
     home: Path = Field(default_factory=lambda: platformdirs.user_data_path("hanzo-hub"))
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    event_loop: Literal["auto", "uvloop", "asyncio"] = Field(
+        default="auto",
+        description="The event loop `hanzo-hub serve` runs on: 'auto' is uvloop where it is installed (it is a "
+        "dependency on Linux and macOS), else the standard asyncio loop; 'uvloop' requires it.",
+    )
     user: str = Field(default_factory=lambda: _local_user(), description="User id for requests over stdio.")
     http: HttpSettings = Field(default_factory=HttpSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)

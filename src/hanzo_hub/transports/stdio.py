@@ -181,8 +181,7 @@ class _Front(asyncio.Protocol):
     # -- asyncio callbacks ------------------------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.ReadTransport)
-        self._transport = transport
+        self._transport = cast(asyncio.ReadTransport, transport)  # uvloop's transports do not subclass asyncio's
 
     def data_received(self, data: bytes) -> None:
         start, end = 0, data.find(b"\n")
