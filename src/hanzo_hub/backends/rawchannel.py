@@ -113,7 +113,7 @@ class RawChannel:
         waiting = self._pending.get(split[0]) if split is not None else None
         if split is not None and waiting is not None and not waiting.matched:
             try:
-                result = json.loads(split[1])  # exactly one JSON value, or it raises
+                result = _loads(split[1])  # exactly one JSON value, or it raises
             except ValueError:
                 result = None
             if isinstance(result, dict):
@@ -123,7 +123,7 @@ class RawChannel:
                 return waiting.wake
         # Any other layout (or a result that is no object): decode the whole frame.
         try:
-            decoded = json.loads(frame)
+            decoded = _loads(frame)
         except ValueError:
             return None
         if not isinstance(decoded, dict) or "method" in decoded or ("result" not in decoded and "error" not in decoded):
@@ -188,7 +188,7 @@ class RawChannel:
         try:
             if self._line is not None and self._drain is not None:
                 body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-                self._line(json.dumps(body, separators=(",", ":")).encode("ascii") + b"\n")
+                self._line(_ENCODER.encode(body).encode("ascii") + b"\n")
                 await self._drain()
             else:
                 assert self._write is not None
@@ -233,6 +233,19 @@ class RawChannel:
                 await self._write.send(SessionMessage(notice))
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                 logger.debug("could not tell the server of a cancelled request: the connection is closed")
+
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+_DECODER = json.JSONDecoder()
+
+
+def _loads(text: bytes) -> Any:
+    """``json.loads`` of a UTF-8 frame without its per-call set-up (encoding detection, argument handling).
+
+    Raises:
+        ValueError: not one JSON value, or not UTF-8.
+    """
+    return _DECODER.decode(text.decode("utf-8", "surrogatepass"))
 
 
 _HEAD = b'{"jsonrpc":"2.0","id":"'

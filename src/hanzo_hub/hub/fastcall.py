@@ -337,11 +337,12 @@ class RawToolCalls:
 
 
 _COMPLETE = b',"resultType":"complete"}'
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
 
 
 def _response_line(request_id: types.RequestId, result: dict[str, Any], text: bytes | None) -> bytes:
     """The JSON-RPC response line: the downstream's result text spliced in when it passes unchanged."""
     if text is None:
         body = {"jsonrpc": "2.0", "id": request_id, "result": result}
-        return json.dumps(body, separators=(",", ":")).encode("ascii") + b"\n"
+        return _ENCODER.encode(body).encode("ascii") + b"\n"
     return b'{"jsonrpc":"2.0","id":' + json.dumps(request_id).encode("ascii") + b',"result":' + text + b"}\n"

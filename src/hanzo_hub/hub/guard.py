@@ -64,6 +64,7 @@ logger = logging.getLogger(__name__)
 
 TURN_KEY = "dev.hanzo-hub/turn"
 AUDIT_FILE = "audit.jsonl"
+_AUDIT_ENCODER = json.JSONEncoder(ensure_ascii=False)
 AUDIT_MAX_BYTES = 5 * 1024 * 1024
 AUDIT_BACKUPS = 3
 AUDIT_FLUSH_SECONDS = 1.0
@@ -407,7 +408,7 @@ class Guard:
         }
         if names is not None:
             body["arguments"] = names
-        line = json.dumps(body, ensure_ascii=False)
+        line = _AUDIT_ENCODER.encode(body)
         return self.redactor.redact(line) if self.redactor is not None else line
 
     def _flush(self, now: float | None = None) -> None:

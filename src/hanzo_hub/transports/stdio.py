@@ -120,6 +120,9 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
+
+
 def _quick_request(line: bytes) -> _Quick | None:
     """A request line decoded by ``json`` alone and checked by hand, or ``None`` (then the typed parse decides).
 
@@ -127,7 +130,7 @@ def _quick_request(line: bytes) -> _Quick | None:
     string method, object params. ``NaN`` and ``Infinity`` are refused (pydantic refuses them too).
     """
     try:
-        decoded = json.loads(line, parse_constant=_no_constant)
+        decoded = _DECODER.decode(line.decode("utf-8", "surrogatepass"))  # json.loads(bytes), less its set-up
     except ValueError:
         return None
     if not isinstance(decoded, dict) or decoded.keys() - _ENVELOPE or decoded.get("jsonrpc") != "2.0":
