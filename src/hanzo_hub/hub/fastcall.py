@@ -260,9 +260,8 @@ class RawToolCalls:
             return _dump(admission.refusal), None
         if admission.arguments is not None:
             params["arguments"] = admission.arguments
-        meta = hub.relay.downstream_meta(ctx)
-        if meta:
-            params["_meta"] = dict(meta)
+        # No log-level ``_meta`` for the downstream: the plan only takes handshake-era servers, whose level is set by
+        # ``logging/setLevel`` (the fallback below adds it for a server restarted into the stateless era).
         try:
             answer = await self._forward(ctx, plan, admission)
         except BackendError as exc:
@@ -301,7 +300,7 @@ class RawToolCalls:
             async def op(client: Client) -> tuple[dict[str, Any], bytes | None]:
                 channel = supervisor.raw_channel
                 if channel is None or is_modern(client):  # restarted (or into the stateless era) since the plan
-                    meta = params.get("_meta")
+                    meta = hub.relay.downstream_meta(ctx)
                     with client_capabilities(hub.relay.upstream_capabilities(ctx)):
                         result = await client.call_tool(params["name"], params.get("arguments"), meta=meta)
                     return _dump(result), None
