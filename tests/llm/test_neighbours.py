@@ -42,11 +42,15 @@ def test_posterior_falls_back_on_the_prior_without_evidence_and_narrows_with_it(
     lots = (np.array([90.0, 10.0]), np.array([100.0, 100.0]))
     mean_lots, conc_lots = posterior(prior_q, [(lots, 10.0)])
     np.testing.assert_allclose(mean_lots, [(3 + 90) / 110, (7 + 10) / 110], rtol=1e-6)
+    # the Thompson draw: no evidence leaves the reward model's own draw untouched; much evidence pins it near its mean
     rng = np.random.default_rng(0)
-    few = np.array([sample(mean, conc, rng) for _ in range(2000)])
-    many = np.array([sample(mean_lots, conc_lots, rng) for _ in range(2000)])
-    assert few[:, 0].std() > 2 * many[:, 0].std()
+    np.testing.assert_allclose(sample(prior_q, [(none, 10.0)], rng), prior_q, rtol=1e-6)
+    some = (np.array([3.0, 1.0]), np.array([4.0, 4.0]))
+    few = np.array([sample(prior_q, [(some, 10.0)], rng) for _ in range(2000)])
+    many = np.array([sample(prior_q, [(lots, 10.0)], rng) for _ in range(2000)])
+    assert few[:, 0].std() > 1.5 * many[:, 0].std()
     np.testing.assert_allclose(many.mean(axis=0), mean_lots, atol=0.01)
+    assert conc_lots[0] == 110.0
     # a second, local level shrinks towards the first; its prior never outweighs the evidence behind it
     local = (np.array([2.0, 0.0]), np.array([2.0, 2.0]))
     mean2, conc2 = posterior(prior_q, [(none, 10.0), (local, 25.0)])

@@ -31,7 +31,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from hanzo_hub.llm.neighbours import NeighbourIndex, posterior
+from hanzo_hub.llm.neighbours import Evidence, NeighbourIndex, posterior
 from hanzo_hub.llm.neighbours import sample as beta_sample
 
 __all__ = [
@@ -92,7 +92,7 @@ class BanditSettings:
     explore_floor: float = 0.02
     length_ridge: float = 1.0
     length_min_obs: int = 20
-    knn_k: int = 0
+    knn_k: int = 400  # 0: the reward model alone; 400 / 10 chosen by bench/routing.py --tune (results/routing-tune-k*)
     knn_prior: float = 10.0
     knn_local_k: int = 0
     knn_local_prior: float = 25.0
@@ -205,14 +205,15 @@ class NeuralThompsonBandit:
     def quality(self, x: FloatArray) -> FloatArray:
         """Mean predicted quality per arm for raw features ``x`` ((n, dim) -> (n, n_arms))."""
         q = self.model.mean(self.scaler.transform(x))
-        return q if self.neighbours is None else self._posterior(x, q)[0]
+        return q if self.neighbours is None else posterior(q, self._evidence(x))[0]
 
-    def _posterior(self, x: FloatArray, q: FloatArray) -> tuple[FloatArray, npt.NDArray[np.float64]]:
+    def _evidence(self, x: FloatArray) -> list[tuple[Evidence, float]]:
+        """Per neighbourhood scale: the per-arm reward sums and counts near ``x``, and that level's prior strength."""
         assert self.neighbours is not None
         s, b = self.settings, self.buffer
         scales = [(s.knn_k, s.knn_prior)] + ([(s.knn_local_k, s.knn_local_prior)] if s.knn_local_k > 0 else [])
         ev = self.neighbours.stats(x, b.arm, b.reward, b.size, len(self.arms), [k for k, _ in scales])
-        return posterior(q, [(e, p) for e, (_, p) in zip(ev, scales, strict=True)])
+        return [(e, p) for e, (_, p) in zip(ev, scales, strict=True)]
 
     def expected_tokens_out(self, x: FloatArray, default: float) -> npt.NDArray[np.float64]:
         """Learned answer length per arm for raw features ``x`` (dim,); ``default`` for arms with too few reports."""
@@ -227,8 +228,8 @@ class NeuralThompsonBandit:
         z = self.scaler.transform(x[None, :])
         q = (self.model.sample(z) if sample else self.model.mean(z))[0]
         if self.neighbours is not None:
-            mean, conc = self._posterior(x, q[None, :])
-            q = beta_sample(mean[0], conc[0], self.rng) if sample else mean[0]
+            levels = self._evidence(x)
+            q = (beta_sample(q[None, :], levels, self.rng) if sample else posterior(q[None, :], levels)[0])[0]
         scale = cost_scale or float(costs.max()) or 1.0
         out: FloatArray = (q - lam * costs / scale).astype(np.float32)
         return out
