@@ -84,11 +84,11 @@ def _cluster_stream(
 
 
 def test_neighbour_posterior_learns_a_cluster_pattern_the_mlp_alone_misses() -> None:
-    mlp = [_cluster_stream(BanditSettings(hidden=32, seed=0), 2000, seed)[1] for seed in (5, 6)]
+    mlp = [_cluster_stream(BanditSettings(hidden=32, seed=0, knn_k=0), 2000, seed)[1] for seed in (5, 6)]
     knn = [
         _cluster_stream(BanditSettings(hidden=32, seed=0, knn_k=10, knn_prior=2.0), 2000, seed)[1] for seed in (5, 6)
     ]
-    # measured: MLP alone 0.74 / 0.83, with the neighbour posterior 0.86 / 0.87 (random: 0.5)
+    # measured: MLP alone 0.74 / 0.79, with the neighbour posterior 0.84 / 0.87 (random: 0.5)
     assert np.mean(knn) >= 0.82
     assert np.mean(knn) >= np.mean(mlp) + 0.03
 
