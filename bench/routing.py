@@ -32,7 +32,7 @@ from hanzo_hub.llm.classify import CATEGORIES, PROTOTYPES, CategoryClassifier
 from hanzo_hub.llm.registry import load_registry
 from hanzo_hub.llm.router import CostPacer, Policy, Router, RouteRequest
 from routing_data import STRONG, WEAK, ReplaySet, embed_cached, hash_embed, load_all
-from routing_metrics import knn_scores, random_curve, summarize, sweep
+from routing_metrics import knn_bandit_scores, knn_scores, random_curve, summarize, sweep
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SEED = 0
@@ -155,11 +155,17 @@ def _evaluate(
     gain, extra = _scores(router, s, vec, test)
     full_gain, full_extra = _scores(full, s, vec, test)
     knn_gain = knn_scores(knn[0], knn[1], vec[test]) + rng.random(len(test)) * 1e-9
+    b, dim = router.bandit.buffer, vec.shape[1]
+    arms = router.bandit.arms
+    knn_fb = knn_bandit_scores(
+        b.x[: b.size, :dim], b.arm[: b.size], b.reward[: b.size], vec[test], arms.index(STRONG), arms.index(WEAK)
+    )
     scorers = {
         "bandit": gain / extra,
         "bandit (gain only)": gain,
         "knn": knn_gain / extra,
         "knn (gain only)": knn_gain,
+        "knn, bandit feedback": (knn_fb + rng.random(len(test)) * 1e-9) / extra,
         "full-info model": full_gain / full_extra,
         "oracle": ((q_s - q_w) + rng.random(len(test)) * 1e-9) / (c_s - c_w),
     }

@@ -55,3 +55,16 @@ def knn_scores(train_x: np.ndarray, train_gain: np.ndarray, test_x: np.ndarray, 
         idx = np.argpartition(-sims, k, axis=1)[:, :k]
         out[start : start + 1024] = train_gain[idx].mean(axis=1)
     return out
+
+
+def knn_bandit_scores(
+    train_x: np.ndarray, arms: np.ndarray, rewards: np.ndarray, test_x: np.ndarray, strong: int, weak: int, k: int = 25
+) -> np.ndarray:
+    """The kNN baseline with the router's information only: mean reward of the ``k`` most cosine-similar prompts on
+    which the router chose the strong model, minus the same for the weak one (bandit feedback, one outcome each)."""
+    out = np.zeros(len(test_x))
+    unit = train_x / np.maximum(np.linalg.norm(train_x, axis=1, keepdims=True), 1e-12)
+    for arm, sign in ((strong, 1.0), (weak, -1.0)):
+        sel = arms == arm
+        out += sign * knn_scores(unit[sel], rewards[sel], test_x, min(k, int(sel.sum()) - 1))
+    return out

@@ -6,8 +6,12 @@ sampling draws one MC-dropout sample of those predictions per decision; the arm 
 ``quality - lam * cost / cost_scale`` among the eligible ones wins (``cost_scale`` is a reference cost shared across
 requests, so ``lam`` prices dollars the same way for a short and a long prompt). Feedback goes into a replay buffer;
 every ``update_every`` observations the model takes a few minibatch steps on it. A short round-robin warm-up and a
-small uniform exploration floor keep every arm observed while the posterior is still flat. A per-arm ridge regression
-(:class:`LengthModel`) learns the answer length from the same feedback, so expected cost need not assume one.
+small uniform exploration floor keep every arm observed while the posterior is still flat. With ``knn_k > 0`` the
+reward model's prediction is the prior of a per-arm Beta posterior updated by the rewards of the ``knn_k`` nearest
+past observations (:mod:`hanzo_hub.llm.neighbours`), and then by the ``knn_local_k`` nearest (if set): the evidence
+the router has near the query, where it has some; the Thompson draw comes from that posterior. A per-arm ridge
+regression (:class:`LengthModel`) learns the answer length from the same feedback, so expected cost need not assume
+one.
 
 The heavy reward model loads through :data:`REWARD_MODELS`, so importing this module never imports torch.
 """
@@ -26,6 +30,9 @@ from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
+
+from hanzo_hub.llm.neighbours import Evidence, NeighbourIndex, posterior
+from hanzo_hub.llm.neighbours import sample as beta_sample
 
 __all__ = [
     "REWARD_MODELS",
@@ -85,6 +92,10 @@ class BanditSettings:
     explore_floor: float = 0.02
     length_ridge: float = 1.0
     length_min_obs: int = 20
+    knn_k: int = 400  # 0: the reward model alone; 400 / 10 chosen by bench/routing.py --tune (results/routing-tune-k*)
+    knn_prior: float = 10.0
+    knn_local_k: int = 0
+    knn_local_prior: float = 25.0
     seed: int = 0
     reward_model: str = "torch-mlp"
 
@@ -175,6 +186,7 @@ class NeuralThompsonBandit:
         s = self.settings
         self.rng = np.random.default_rng(s.seed)
         self.buffer = ReplayBuffer(s.buffer_size, dim)
+        self.neighbours = NeighbourIndex(s.buffer_size, dim) if s.knn_k > 0 else None
         self.model: RewardModel = _load(REWARD_MODELS[s.reward_model])(
             dim=dim,
             n_arms=len(self.arms),
@@ -192,7 +204,16 @@ class NeuralThompsonBandit:
 
     def quality(self, x: FloatArray) -> FloatArray:
         """Mean predicted quality per arm for raw features ``x`` ((n, dim) -> (n, n_arms))."""
-        return self.model.mean(self.scaler.transform(x))
+        q = self.model.mean(self.scaler.transform(x))
+        return q if self.neighbours is None else posterior(q, self._evidence(x))[0]
+
+    def _evidence(self, x: FloatArray) -> list[tuple[Evidence, float]]:
+        """Per neighbourhood scale: the per-arm reward sums and counts near ``x``, and that level's prior strength."""
+        assert self.neighbours is not None
+        s, b = self.settings, self.buffer
+        scales = [(s.knn_k, s.knn_prior)] + ([(s.knn_local_k, s.knn_local_prior)] if s.knn_local_k > 0 else [])
+        ev = self.neighbours.stats(x, b.arm, b.reward, b.size, len(self.arms), [k for k, _ in scales])
+        return [(e, p) for e, (_, p) in zip(ev, scales, strict=True)]
 
     def expected_tokens_out(self, x: FloatArray, default: float) -> npt.NDArray[np.float64]:
         """Learned answer length per arm for raw features ``x`` (dim,); ``default`` for arms with too few reports."""
@@ -206,6 +227,9 @@ class NeuralThompsonBandit:
         """``quality - lam * cost / cost_scale`` per arm (default scale: the dearest arm), quality sampled or mean."""
         z = self.scaler.transform(x[None, :])
         q = (self.model.sample(z) if sample else self.model.mean(z))[0]
+        if self.neighbours is not None:
+            levels = self._evidence(x)
+            q = (beta_sample(q[None, :], levels, self.rng) if sample else posterior(q[None, :], levels)[0])[0]
         scale = cost_scale or float(costs.max()) or 1.0
         out: FloatArray = (q - lam * costs / scale).astype(np.float32)
         return out
@@ -237,6 +261,8 @@ class NeuralThompsonBandit:
     def update(self, x: FloatArray, arm: int, reward: float, tokens_out: float | None = None) -> None:
         """Store feedback (and the answer length, when known); train every ``update_every`` observations."""
         self.scaler.observe(x)
+        if self.neighbours is not None:
+            self.neighbours.put(self.buffer.head, x)
         self.buffer.add(x, arm, float(np.clip(reward, 0.0, 1.0)))
         if tokens_out is not None:
             self.length.observe(x, arm, tokens_out)
@@ -289,6 +315,8 @@ class NeuralThompsonBandit:
             n = len(z["barm"])
             bandit.buffer.x[:n], bandit.buffer.arm[:n], bandit.buffer.reward[:n] = z["bx"], z["barm"], z["breward"]
             bandit.buffer.size, bandit.buffer.head = n, int(z["bhead"][0])
+            if bandit.neighbours is not None:
+                bandit.neighbours.rebuild(bandit.buffer.x[:n])
             bandit.rng.bit_generator.state = json.loads(z["rng"].tobytes())
             sc, d = z["scaler"], meta["dim"]
             bandit.scaler.n, bandit.scaler.mu, bandit.scaler.m2 = int(sc[0]), sc[1 : 1 + d].copy(), sc[1 + d :].copy()
