@@ -425,6 +425,8 @@ class PolicyEngine:
     ) -> tuple[str, str] | None:
         """The path and URL checks; a ``file://`` URL names a local file and is confined like a path."""
         path_args, url_args = _declared_args(schema, policy)
+        if not (path_args or url_args):
+            return None  # nothing to confine (the common case for a tool without path or URL arguments)
         roots = self.roots_for(user, project) if (path_args | url_args) & arguments.keys() else ()
         for name in sorted(path_args & arguments.keys()):
             for value in _strings(arguments[name]):
