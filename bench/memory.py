@@ -206,7 +206,7 @@ def main() -> None:
 
 def measure_latency(hs: list[Haystack], size: int, efs: list[int]) -> dict[str, Any]:
     from _memory_latency import run as latency
-    from hanzo_hub.vectors.chroma_store import SEARCH_EF
+    from hanzo_hub.memory.store import MEMORY_SEARCH_EF
     from hanzo_hub.vectors.st_embedder import SentenceTransformerEmbedder
 
     store = cached([], lambda texts: [])
@@ -216,7 +216,7 @@ def measure_latency(hs: list[Haystack], size: int, efs: list[int]) -> dict[str, 
     inners = (SentenceTransformerEmbedder(runtime="torch"), SentenceTransformerEmbedder(cache_dir=ONNX_CACHE))
     result: dict[str, Any] = anyio.run(latency, texts, vecs, queries, inners, size, 512, efs)
     result["real turn vectors"] = len(texts)
-    result["memory store hnsw:search_ef"] = SEARCH_EF
+    result["memory store hnsw:search_ef"] = MEMORY_SEARCH_EF
     result["load average at end"] = list(os.getloadavg())
     return result
 

@@ -24,7 +24,7 @@ class EmbeddingSettings(_Model):
         "torch with a warning.",
     )
     onnx_threads: int | None = Field(
-        default=None, ge=1, description="ONNX Runtime intra-op threads (default: min(4, CPU count))."
+        default=None, ge=1, description="ONNX Runtime intra-op threads (default: half the CPUs, 1 to 4)."
     )
     cache_path: Path | None = Field(default=None, description="Folder of exported ONNX models; default <home>/models.")
 
