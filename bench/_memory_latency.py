@@ -7,9 +7,14 @@ so every vector is distinct and on the model's manifold. Queries are the LongMem
 (nothing cached: the embedder has no cache and the first asking of a text is what is timed).
 
 Recall is timed through ``MemoryService.recall`` (query embedding, vector query, BM25 when the tier is within
-``lexical_max_entries``, fusion, access bookkeeping) for two embedding paths in the same run: the
-``SentenceTransformer.encode`` path (the baseline) and the direct transformer path the embedder now takes for
-queries. Ingestion is timed twice: storing pre-embedded memories (``MemoryService.put``: log fsync, ChromaDB
+``lexical_max_entries``, fusion, access bookkeeping) for three embedding paths in the same run, each on its own
+third of the questions: the ``SentenceTransformer.encode`` path (the baseline), the direct torch transformer path,
+and ONNX Runtime (the embedder's default query path when onnxruntime is installed).
+
+The HNSW sweep builds the same vectors into a bare Chroma collection once per ``hnsw:search_ef`` value (Chroma
+fixes it when a collection is created) and reports query time and the ANN recall of the top-k against exact search.
+
+Ingestion is timed twice: storing pre-embedded memories (``MemoryService.put``: log fsync, ChromaDB
 upsert, caches), and ``remember`` with embedding included on a smaller sample.
 """
 
@@ -46,7 +51,7 @@ def corpus(texts: Sequence[str], vecs: np.ndarray, size: int, seed: int = 7) -> 
 
 
 class Embedder:
-    """The SentenceTransformer embedder with the query path chosen: ``fast`` (direct) or the ``encode`` baseline."""
+    """A SentenceTransformer embedder with the query path chosen: its own (``fast``) or the ``encode`` baseline."""
 
     def __init__(self, inner: Any, fast: bool) -> None:
         self.inner, self.fast = inner, fast
@@ -76,17 +81,54 @@ def du(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
+def hnsw_sweep(matrix: np.ndarray, queries: np.ndarray, efs: Sequence[int], k: int) -> dict[str, Any]:
+    """Per ``search_ef``: query p50/p95 and mean ANN recall@k against exact search, on a fresh collection each."""
+    import chromadb
+    from chromadb.config import Settings
+
+    exact = np.argsort(-(queries @ matrix.T), axis=1)[:, :k]
+    out: dict[str, Any] = {}
+    for ef in efs:
+        with tempfile.TemporaryDirectory(prefix="hnsw-") as tmp:
+            client = chromadb.PersistentClient(path=tmp, settings=Settings(anonymized_telemetry=False))
+            col = client.get_or_create_collection(
+                "sweep", embedding_function=None, metadata={"hnsw:space": "cosine", "hnsw:search_ef": ef}
+            )
+            for start in range(0, len(matrix), 5000):
+                end = min(len(matrix), start + 5000)
+                col.add(ids=[f"m{i:06d}" for i in range(start, end)], embeddings=matrix[start:end])
+            col.query(query_embeddings=queries[:1], n_results=k)
+            ms, hits = [], []
+            for q, want in zip(queries, exact, strict=True):
+                t0 = time.perf_counter()
+                got = col.query(query_embeddings=[q], n_results=k, include=["distances"])["ids"][0]
+                ms.append((time.perf_counter() - t0) * 1000)
+                hits.append(len({int(i[1:]) for i in got} & set(want.tolist())) / k)
+            out[f"hnsw search_ef {ef}: vector query"] = percentiles(ms)
+            out[f"hnsw search_ef {ef}: ANN recall@{k} vs exact"] = round(float(np.mean(hits)), 4)
+            del col, client
+    return out
+
+
 async def run(
-    texts: Sequence[str], vecs: np.ndarray, queries: Sequence[str], inner: Any, size: int, remember_n: int
+    texts: Sequence[str],
+    vecs: np.ndarray,
+    queries: Sequence[str],
+    inners: tuple[Any, Any],
+    size: int,
+    remember_n: int,
+    efs: Sequence[int] = (),
 ) -> dict[str, Any]:
-    """Fill one scope with ``size`` memories, then time recall for both query paths and ingestion with embedding."""
+    """Fill one scope with ``size`` memories, then time recall for the three query paths (``inners``: a torch-only
+    and an ONNX Runtime embedder), ingestion with embedding, and the HNSW sweep over ``efs``."""
+    torch_inner, onnx_inner = inners
     body, matrix = corpus(texts, vecs, size)
     settings = MemorySettings(store="chroma")
     out: dict[str, Any] = {"memories": size, "settings": {"lexical_max_entries": settings.lexical_max_entries,
                                                           "project_k": settings.project.k}}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="memlat-") as tmp:
         root = Path(tmp)
-        async with MemoryService.open(settings, root, Embedder(inner, True)) as svc:
+        async with MemoryService.open(settings, root, Embedder(onnx_inner, True)) as svc:
             key = SCOPE.key("project")
             started = time.perf_counter()
             for start in range(0, size, BATCH):
@@ -104,12 +146,13 @@ async def run(
                 await index.flush_stats()
             out["disk_bytes"] = du(root)
             out["disk_mb_per_100k"] = round(du(root) / size * 100_000 / 1e6, 1)
-            half = len(queries) // 2
-            for name, fast, qs in (
-                ("encode (baseline)", False, queries[:half]),
-                ("direct (ours)", True, queries[half:]),
+            third = len(queries) // 3
+            for name, embedder, qs in (
+                ("encode (baseline)", Embedder(torch_inner, False), queries[:third]),
+                ("direct torch", Embedder(torch_inner, True), queries[third : 2 * third]),
+                (f"onnx runtime ({onnx_inner.runtime_in_use})", Embedder(onnx_inner, True), queries[2 * third :]),
             ):
-                svc.embedder = Embedder(inner, fast)
+                svc.embedder = embedder
                 await svc.recall(SCOPE, "warm up " + name, tiers=("project",))
                 index = await svc.store.scope(key)
                 total, embed_ms, dense_ms, lexical_ms = [], [], [], []
@@ -131,7 +174,7 @@ async def run(
                 out[f"part: query embedding {name}"] = percentiles(embed_ms)
                 out[f"part: vector query {name}"] = percentiles(dense_ms)
                 out[f"part: BM25 entries + conversations {name}"] = percentiles(lexical_ms)
-            svc.embedder = Embedder(inner, True)
+            svc.embedder = Embedder(onnx_inner, True)
             sample = [t + " (again)" for t in texts[:remember_n]]
             started = time.perf_counter()
             for start in range(0, len(sample), 64):
@@ -139,4 +182,8 @@ async def run(
             out["ingest_remember_per_s (embedding included, batches of 64)"] = round(
                 len(sample) / (time.perf_counter() - started), 1
             )
+    if efs:
+        query_vecs = np.asarray(onnx_inner.embed_array_sync(list(queries[:8])), dtype=np.float32)
+        query_vecs = np.concatenate([query_vecs, *(onnx_inner.embed_array_sync([q]) for q in queries[8:])])
+        out.update(hnsw_sweep(matrix, query_vecs.astype(np.float32), efs, 2 * settings.project.k))
     return out

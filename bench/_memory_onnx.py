@@ -1,4 +1,5 @@
-"""Probe: MiniLM query embedding through ONNX Runtime against the two torch paths (not wired into the embedder yet).
+"""Probe: MiniLM query embedding through ONNX Runtime against the two torch paths (the embedder's own ONNX path,
+``vectors/onnx_runtime.py``, grew from it; ``memory.py --latency-only`` now times it end to end).
 
 Exports the shipped all-MiniLM-L6-v2 transformer to ONNX (opset 17, dynamic batch and sequence axes) under
 ``bench/.cache/memory``, then times single-query embedding: ``SentenceTransformer.encode``, the embedder's direct

@@ -35,6 +35,7 @@ from hanzo_hub.memory.store import NumpyVectorStore, ScopeIndex
 from hanzo_hub.memory.tiers import TieredRetriever
 
 OUT = Path(__file__).resolve().parent / "results"
+ONNX_CACHE = Path(__file__).resolve().parent / ".cache" / "models"
 TIER = MemoryTierSettings(k=50, threshold=0.0)
 TUNED: dict[str, float] = {"recency_weight": 0.0}
 """Overrides of ``MemorySettings`` for the tiered run without ``--tune``: the shipped defaults (which are the
@@ -169,9 +170,11 @@ def main() -> None:
     parser.add_argument("--latency-size", type=int, default=100_000)
     parser.add_argument("--no-latency", action="store_true", help="reuse the latency part of the last results file")
     parser.add_argument("--latency-only", action="store_true", help="measure latency only (into the results file)")
+    parser.add_argument("--hnsw-ef", default="400,200,100", help="search_ef values of the HNSW sweep ('' skips it)")
     args = parser.parse_args()
+    efs = [int(x) for x in args.hnsw_ef.split(",") if x.strip()]
     if args.latency_only:
-        return latency_only(args.latency_size)
+        return latency_only(args.latency_size, efs)
     hs, dense_ok = haystacks()
     covered = [h for h, ok in zip(hs, dense_ok, strict=True) if ok]
     tune_half = [h for i, h in enumerate(covered) if i % 2 == 0]
@@ -197,27 +200,30 @@ def main() -> None:
         "tuning": tuning,
     }
     previous = json.loads((OUT / "memory.json").read_text()) if (OUT / "memory.json").exists() else {}
-    report["latency"] = previous.get("latency") if args.no_latency else measure_latency(hs, args.latency_size)
+    report["latency"] = previous.get("latency") if args.no_latency else measure_latency(hs, args.latency_size, efs)
     write(report)
 
 
-def measure_latency(hs: list[Haystack], size: int) -> dict[str, Any]:
+def measure_latency(hs: list[Haystack], size: int, efs: list[int]) -> dict[str, Any]:
     from _memory_latency import run as latency
+    from hanzo_hub.memory.store import MEMORY_SEARCH_EF
     from hanzo_hub.vectors.st_embedder import SentenceTransformerEmbedder
 
     store = cached([], lambda texts: [])
     texts = list(dict.fromkeys(t for h in hs for t in h.texts if text_key(t) in store))
     vecs = np.stack([store[text_key(t)] for t in texts])
     queries = [h.question for h in hs]
-    result: dict[str, Any] = anyio.run(latency, texts, vecs, queries, SentenceTransformerEmbedder(), size, 512)
+    inners = (SentenceTransformerEmbedder(runtime="torch"), SentenceTransformerEmbedder(cache_dir=ONNX_CACHE))
+    result: dict[str, Any] = anyio.run(latency, texts, vecs, queries, inners, size, 512, efs)
     result["real turn vectors"] = len(texts)
+    result["memory store hnsw:search_ef"] = MEMORY_SEARCH_EF
     result["load average at end"] = list(os.getloadavg())
     return result
 
 
-def latency_only(size: int) -> None:
+def latency_only(size: int, efs: list[int]) -> None:
     hs, _ = haystacks()
-    latency = measure_latency(hs, size)
+    latency = measure_latency(hs, size, efs)
     report = json.loads((OUT / "memory.json").read_text()) if (OUT / "memory.json").exists() else {}
     if "protocol" not in report:  # an older layout: start over
         report = {"dataset": "LongMemEval_S cleaned subset200", "protocol": "(retrieval not run)", "retrieval": {}}

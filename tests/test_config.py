@@ -191,3 +191,22 @@ def test_the_home_flag_also_locates_the_default_config_file(tmp_path: Path, monk
     settings = load_settings(home=flag_home)
     assert set(settings.servers) == {"from-flag"}
     assert settings.config_file == flag_home / "config.json"
+
+
+def test_embedding_runtime_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from pydantic import ValidationError
+
+    from hanzo_hub.config import EmbeddingSettings, HubSettings
+
+    assert HubSettings(home=tmp_path).embedding.runtime == "auto"
+    assert HubSettings(home=tmp_path).embedding.cache_dir(tmp_path) == tmp_path / "models"
+    assert EmbeddingSettings(cache_path=tmp_path / "x").cache_dir(None) == tmp_path / "x"
+    assert EmbeddingSettings().cache_dir(None) is None
+    monkeypatch.setenv("HANZO_HUB_EMBEDDING__RUNTIME", "torch")
+    monkeypatch.setenv("HANZO_HUB_EMBEDDING__ONNX_THREADS", "2")
+    settings = HubSettings(home=tmp_path)
+    assert (settings.embedding.runtime, settings.embedding.onnx_threads) == ("torch", 2)
+    with pytest.raises(ValidationError):
+        EmbeddingSettings(runtime="tensorflow")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError):
+        EmbeddingSettings(onnx_threads=0)

@@ -214,7 +214,7 @@ def _cmd_tools(args: argparse.Namespace) -> int:
         return 2
 
     async def run() -> tuple[Any, list[Any]]:
-        search = ToolSearch(exposure, home=settings.home, describe=tool_describer(hub))
+        search = ToolSearch(exposure, home=settings.home, describe=tool_describer(hub), embedding=settings.embedding)
         return await search.find(args.query, tools, profile=args.profile)
 
     selection, _chosen = anyio.run(run)

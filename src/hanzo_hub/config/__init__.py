@@ -23,6 +23,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from hanzo_hub.config._base import _Model
+from hanzo_hub.config.embedding import EmbeddingSettings
 from hanzo_hub.config.exposure import ExposureSettings
 from hanzo_hub.config.llm import LlmSettings
 from hanzo_hub.config.memory import MemorySettings, MemoryTierSettings
@@ -34,6 +35,7 @@ __all__ = [
     "BackendSettings",
     "CatalogOverrideSpec",
     "CatalogSettings",
+    "EmbeddingSettings",
     "ExposureSettings",
     "OAuthSettings",
     "TokenSpec",
@@ -352,6 +354,7 @@ class HubSettings(BaseSettings):
     catalog: CatalogSettings = Field(default_factory=CatalogSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     llm: LlmSettings = Field(default_factory=LlmSettings)
     servers: dict[str, ServerSpec] = Field(default_factory=dict)
     config_file: Path | None = Field(default=None, exclude=True)

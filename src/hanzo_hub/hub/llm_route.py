@@ -32,7 +32,7 @@ from hanzo_hub.errors import CompletionError, NoEligibleModel
 from hanzo_hub.llm.registry import TIER_ORDER, ModelRegistry, ModelSpec
 from hanzo_hub.llm.router import Policy, RouteDecision, Router, RouteRequest
 from hanzo_hub.llm.types import ChatRequest, ImagePart
-from hanzo_hub.vectors import EMBEDDERS, load_impl
+from hanzo_hub.vectors import build_embedder
 from hanzo_hub.vectors.base import Embedder
 
 __all__ = ["ROUTER_MIN_FEEDBACK", "Decided", "RoutePlanner", "estimate_tokens", "tier_order"]
@@ -202,7 +202,9 @@ class RoutePlanner:
         from hanzo_hub.llm.bandit import NeuralThompsonBandit
         from hanzo_hub.llm.classify import CategoryClassifier
 
-        embedder: Embedder = load_impl(EMBEDDERS, self.settings.memory.embedder)()
+        embedder: Embedder = build_embedder(
+            self.settings.memory.embedder, self.settings.embedding, home=self.settings.home
+        )
 
         def embed(texts: Sequence[str]) -> Any:
             return np.asarray(embedder.embed_sync(texts), np.float32)

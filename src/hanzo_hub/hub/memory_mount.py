@@ -19,7 +19,7 @@ from mcp.server.mcpserver import Context
 from hanzo_hub.config import HubSettings
 from hanzo_hub.errors import MemoryStoreError
 from hanzo_hub.memory import MemoryScope, MemoryService, build_memory_server
-from hanzo_hub.vectors import EMBEDDERS, load_impl
+from hanzo_hub.vectors import build_embedder
 
 MEMORY_SERVER = "memory"
 USER_KEY = "dev.hanzo-hub/user"
@@ -66,7 +66,7 @@ def build(settings: HubSettings) -> MCPServer:
 
     @asynccontextmanager
     async def lifespan(server: MCPServer) -> AsyncIterator[dict[str, Any]]:
-        embedder = load_impl(EMBEDDERS, settings.memory.embedder)()
+        embedder = build_embedder(settings.memory.embedder, settings.embedding, home=settings.home)
         async with MemoryService.open(settings.memory, settings.memory_dir, embedder) as service:
             holder.opened(service)
             try:

@@ -23,7 +23,7 @@ from mcp import MCPDeprecationWarning
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from hanzo_hub.catalog.tool_vectors import load_tool_vectors
-from hanzo_hub.config import ExposureSettings
+from hanzo_hub.config import EmbeddingSettings, ExposureSettings
 from hanzo_hub.config.exposure import ExposureMode
 from hanzo_hub.errors import CompletionError, HubError
 from hanzo_hub.llm.types import Caller, ChatMessage, ChatRequest, ChatResult, Completer, StreamEvent
@@ -31,7 +31,7 @@ from hanzo_hub.selection.dense import SyncStats
 from hanzo_hub.selection.llm_filter import LlmFilter
 from hanzo_hub.selection.pipeline import DEFAULT_TEXT, Selection, Stage2Filter, ToolSelector
 from hanzo_hub.selection.text import content_hash, tool_text
-from hanzo_hub.vectors import EMBEDDERS, VECTOR_STORES, load_impl
+from hanzo_hub.vectors import VECTOR_STORES, build_embedder, load_impl
 from hanzo_hub.vectors.base import Embedder, VectorStore
 
 logger = logging.getLogger(__name__)
@@ -186,8 +186,10 @@ class ToolSearch:
         completer_of: Callable[[], Completer | None] | None = None,
         home: Path | None = None,
         describe: Describe | None = None,
+        embedding: EmbeddingSettings | None = None,
     ) -> None:
         self._settings = settings
+        self._embedding = embedding
         self._describe = describe
         self._completer_of = completer_of or (lambda: completer)
         self._home = home
@@ -203,9 +205,10 @@ class ToolSearch:
         if self._settings.embedder == "none":
             return None
         if self._embedder is None:
-            cls = load_impl(EMBEDDERS, self._settings.embedder)
-            path = self._settings.model_path
-            self._embedder = cls(model_path=path) if path is not None and self._settings.embedder != "fake" else cls()
+            settings = self._settings
+            self._embedder = build_embedder(
+                settings.embedder, self._embedding, home=self._home, model_path=settings.model_path
+            )
         return self._embedder
 
     def _store_for_index(self) -> VectorStore | None:

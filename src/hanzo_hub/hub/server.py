@@ -88,6 +88,7 @@ class _Handlers:
             completer_of=lambda: hub.llm.completer,  # the routing layer's gateway, once it runs
             home=hub.settings.home,
             describe=tool_describer(hub),
+            embedding=hub.settings.embedding,
         )
 
     def _view(self, ctx: Ctx) -> ClientView:

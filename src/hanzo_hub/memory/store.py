@@ -37,6 +37,8 @@ logger = logging.getLogger(__name__)
 
 ENTRY_KEY = "entry"
 DELETE_BATCH = 5000
+MEMORY_SEARCH_EF = 400
+"""HNSW ``ef_search`` of new memory scopes (``bench/_memory_latency.py`` sweeps it at 100,000 memories)."""
 
 
 class NumpyVectorStore:
@@ -273,7 +275,9 @@ class MemoryStore:
             return NumpyVectorStore()
         chroma: Any = load_impl(VECTOR_STORES, "chroma")
         s = self.settings
-        store: VectorStore = chroma(self.root / "chroma", key.collection, host=s.chroma_host, port=s.chroma_port)
+        store: VectorStore = chroma(
+            self.root / "chroma", key.collection, host=s.chroma_host, port=s.chroma_port, search_ef=MEMORY_SEARCH_EF
+        )
         return store
 
     async def scope(self, key: ScopeKey) -> ScopeIndex:

@@ -7,8 +7,10 @@ imports neither.
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import Any
 
+from hanzo_hub.config.embedding import EmbeddingSettings
 from hanzo_hub.vectors.base import Embedder, VectorRecord, VectorStore
 
 EMBEDDERS: dict[str, str] = {
@@ -32,4 +34,30 @@ def load_impl(table: dict[str, str], kind: str) -> Any:
     return getattr(importlib.import_module(module_name), attr)
 
 
-__all__ = ("EMBEDDERS", "VECTOR_STORES", "Embedder", "VectorRecord", "VectorStore", "load_impl")
+def build_embedder(
+    kind: str,
+    embedding: EmbeddingSettings | None = None,
+    *,
+    home: Path | None = None,
+    model_path: Path | None = None,
+) -> Embedder:
+    """The embedder registered under ``kind``, running as ``embedding`` says with its ONNX cache under ``home``.
+
+    The one place memory, tool search and the router build their embedder from settings. Without ``embedding``
+    or a cache folder the sentence-transformers embedder runs on torch only.
+
+    Raises:
+        KeyError: ``kind`` is not in ``EMBEDDERS``.
+    """
+    cls = load_impl(EMBEDDERS, kind)
+    if kind == "fake":
+        return cls()  # type: ignore[no-any-return]
+    options: dict[str, Any] = {} if model_path is None else {"model_path": model_path}
+    if embedding is not None:
+        options.update(
+            runtime=embedding.runtime, cache_dir=embedding.cache_dir(home), onnx_threads=embedding.onnx_threads
+        )
+    return cls(**options)  # type: ignore[no-any-return]
+
+
+__all__ = ("EMBEDDERS", "VECTOR_STORES", "Embedder", "VectorRecord", "VectorStore", "build_embedder", "load_impl")

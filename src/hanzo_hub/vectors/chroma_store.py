@@ -21,7 +21,8 @@ from hanzo_hub.vectors.base import VectorRecord
 
 HASH_KEY = "_hash"
 SEARCH_EF = 400
-"""HNSW ``ef_search``: measured here to remove nearly all ANN misses at these catalog sizes."""
+"""HNSW ``ef_search`` of new collections (the tool index): measured here to remove nearly all ANN misses at these
+catalog sizes. Chroma fixes it when a collection is created; an existing collection keeps its own."""
 
 _T = TypeVar("_T")
 
@@ -47,8 +48,10 @@ class ChromaVectorStore:
         *,
         host: str | None = None,
         port: int = 8000,
+        search_ef: int = SEARCH_EF,
     ) -> None:
         self._path = Path(path) if path is not None else None
+        self._search_ef = search_ef
         self._collection_name = collection
         self._host = host
         self._port = port
@@ -74,7 +77,7 @@ class ChromaVectorStore:
             self._collection = self._client.get_or_create_collection(
                 self._collection_name,
                 embedding_function=None,
-                metadata={"hnsw:space": "cosine", "hnsw:search_ef": SEARCH_EF},
+                metadata={"hnsw:space": "cosine", "hnsw:search_ef": self._search_ef},
             )
         return self._collection
 
@@ -123,11 +126,13 @@ class ChromaVectorStore:
         return await self._run("get", get)
 
     async def query(self, vector: Sequence[float], k: int) -> list[tuple[str, float]]:
+        if k <= 0:
+            return []
+
         def search(collection: Any) -> list[tuple[str, float]]:
-            count = collection.count()
-            if count == 0:
-                return []
-            result = collection.query(query_embeddings=[list(vector)], n_results=min(k, count), include=["distances"])
+            # no count() first: it cost as much as the HNSW search at 100,000 vectors, and Chroma answers a k larger
+            # than the collection (or an empty one) with what it has
+            result = collection.query(query_embeddings=[list(vector)], n_results=k, include=["distances"])
             return [(rid, 1.0 - float(d)) for rid, d in zip(result["ids"][0], result["distances"][0], strict=True)]
 
         return await self._run("query", search)

