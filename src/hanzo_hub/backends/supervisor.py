@@ -182,11 +182,7 @@ class Supervisor:
                 raise BackendTimeout(self.name, f"did not answer within {deadline:g} s") from None
             except MCPError as exc:
                 if exc.code == types.CONNECTION_CLOSED:
-                    # Let the connection task record the loss first, so the next request restarts the server
-                    # instead of meeting the dead client.
-                    with anyio.move_on_after(self._settings.shutdown_timeout + STOP_GRACE):
-                        await ended.wait()
-                    raise BackendCrashed(self.name, f"closed its connection mid-request{self._log_hint()}") from None
+                    raise await self._lost(ended) from None
                 raise
         finally:
             self._done()
@@ -216,14 +212,19 @@ class Supervisor:
             answer = await channel.request_text(method, params, timeout=timeout)
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED:
-                with anyio.move_on_after(self._settings.shutdown_timeout + STOP_GRACE):
-                    await ended.wait()
-                raise BackendCrashed(self.name, f"closed its connection mid-request{self._log_hint()}") from None
+                raise await self._lost(ended) from None
             raise
         finally:
             self._done()
         self.failures = 0
         return answer
+
+    async def _lost(self, ended: anyio.Event) -> BackendCrashed:
+        """The error for a request whose connection closed mid-request, once the connection task has recorded the
+        loss (bounded), so the next request restarts the server instead of meeting the dead client."""
+        with anyio.move_on_after(self._settings.shutdown_timeout + STOP_GRACE):
+            await ended.wait()
+        return BackendCrashed(self.name, f"closed its connection mid-request{self._log_hint()}")
 
     @asynccontextmanager
     async def use(self) -> AsyncIterator[Client]:
