@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+import routing_cascade
 from hanzo_hub.llm.bandit import BanditSettings, NeuralThompsonBandit
 from hanzo_hub.llm.classify import CATEGORIES, PROTOTYPES, CategoryClassifier
 from hanzo_hub.llm.registry import load_registry
@@ -256,6 +257,10 @@ def main() -> None:
         s.name: _evaluate(router, full, s, vecs[si], costs[si], splits[si][1], (knn_x, knn_gain), rng)
         for si, s in enumerate(sets)
     }
+    cascade = routing_cascade.build_cascade(_build_router(vecs[0].shape[1], proto))
+    cascade_online = routing_cascade.online(cascade, stream, sets, vecs, costs)
+    for si, s in enumerate(sets):
+        held[s.name]["cascade"] = routing_cascade.evaluate(cascade, s, vecs[si], costs[si], splits[si][1], _scores, rng)
     sample = [sets[0].texts[i] for i in splits[0][1][: args.embed_latency_samples]]
     embed_ms = (
         _embed_latency(sample) if args.features == "minilm" and not args.tune else {"p50": 0.0, "p95": 0.0, "n": 0}
@@ -268,6 +273,7 @@ def main() -> None:
         "settings": asdict(SETTINGS),
         "target_cost_share": TARGET_COST_SHARE,
         "online": online,
+        "cascade_online": cascade_online,
         "held_out": held,
         "embed_ms_single_query": embed_ms,
         "overhead_ms_p50": {

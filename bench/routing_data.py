@@ -36,6 +36,7 @@ class ReplaySet:
     tokens_in: np.ndarray  # (n,)
     tokens_out: dict[str, np.ndarray]  # model -> (n,)
     group: list[str]  # MMLU subject, MT-Bench category, "gsm8k"
+    answers: dict[str, list[str]] | None = None  # model -> answer texts, where the data has them (not MMLU)
 
 
 def _tok(text: str) -> float:
@@ -74,6 +75,7 @@ def load_mmlu() -> ReplaySet:
 def load_gsm8k() -> ReplaySet:
     bad = _contaminated("gsm8k")
     texts, qs, qw, os_, ow = [], [], [], [], []
+    ans: dict[str, list[str]] = {STRONG: [], WEAK: []}
     with open(DATA / "gsm8k" / "gsm8k_responses.csv", encoding="utf-8") as fh:
         for r in csv.DictReader(fh):
             if r["prompt"].strip() in bad:
@@ -83,6 +85,8 @@ def load_gsm8k() -> ReplaySet:
             qw.append(r[WEAK] == "True")
             os_.append(_tok(r[STRONG + "_response"]))
             ow.append(_tok(r[WEAK + "_response"]))
+            for m in (STRONG, WEAK):
+                ans[m].append(r[m + "_response"])
     return ReplaySet(
         "gsm8k",
         texts,
@@ -90,6 +94,7 @@ def load_gsm8k() -> ReplaySet:
         np.array([_tok(t) for t in texts]),
         {STRONG: np.array(os_), WEAK: np.array(ow)},
         ["gsm8k"] * len(texts),
+        ans,
     )
 
 
@@ -114,6 +119,7 @@ def load_mt_bench() -> ReplaySet:
     texts, groups, tin = [], [], []
     qual: dict[str, list[float]] = {STRONG: [], WEAK: []}
     tout: dict[str, list[float]] = {STRONG: [], WEAK: []}
+    ans: dict[str, list[str]] = {STRONG: [], WEAK: []}
     for key in sorted(scores):
         qid, turn = key
         q = questions[qid]
@@ -128,6 +134,7 @@ def load_mt_bench() -> ReplaySet:
         for m in (STRONG, WEAK):
             qual[m].append(scores[key][m])
             tout[m].append(_tok(answers[key][m]))
+            ans[m].append(answers[key][m])
     return ReplaySet(
         "mt_bench",
         texts,
@@ -135,6 +142,7 @@ def load_mt_bench() -> ReplaySet:
         np.array(tin),
         {m: np.array(v) for m, v in tout.items()},
         groups,
+        ans,
     )
 
 

@@ -25,6 +25,7 @@ def llm_section(server: ProviderServer, **extra: Any) -> dict[str, Any]:
         "models": MODELS,
         "route_models": ["small", "big"],
         "retries": 0,
+        "cascade": {"categories": []},  # direct routing; tests/hub/test_llm_cascade.py turns the cascade on
         **extra,
     }
 

@@ -12,7 +12,19 @@ from pydantic import Field
 
 from hanzo_hub.config._base import _Model
 
-__all__ = ["BudgetSettings", "BudgetSpec", "LlmSettings", "ProviderSpec", "RateLimitSettings", "RateLimitSpec"]
+__all__ = [
+    "BudgetSettings",
+    "BudgetSpec",
+    "CascadeSettings",
+    "LlmSettings",
+    "ProviderSpec",
+    "RateLimitSettings",
+    "RateLimitSpec",
+]
+
+QueryCategory = Literal[
+    "code", "math", "creative", "factual_qa", "multimodal", "summarization", "translation", "tool_use"
+]
 
 
 class ProviderSpec(_Model):
@@ -54,6 +66,21 @@ class RateLimitSettings(_Model):
     default: RateLimitSpec = Field(default_factory=RateLimitSpec, description="For users not listed.")
 
 
+def _math_only() -> list[QueryCategory]:
+    return ["math"]
+
+
+class CascadeSettings(_Model):
+    """Cheap model first for some query categories; the answer's checks decide whether the best model answers too."""
+
+    categories: list[QueryCategory] = Field(
+        default_factory=_math_only,
+        description="Routed requests of these categories go to the cheapest eligible model first; a learned "
+        "escalator reads that answer's checks (arithmetic, final answer, unused numbers, hedges) and keeps it or "
+        "asks the best model. [] turns the cascade off.",
+    )
+
+
 class LlmSettings(_Model):
     """Routed completion. Off until at least one provider is configured (or the client can sample)."""
 
@@ -87,6 +114,7 @@ class LlmSettings(_Model):
     cooldown: float = Field(
         default=30.0, ge=0, description="Seconds a deployment is skipped after it used up its retries."
     )
+    cascade: CascadeSettings = Field(default_factory=CascadeSettings)
     budgets: BudgetSettings = Field(default_factory=BudgetSettings)
     rate_limits: RateLimitSettings = Field(default_factory=RateLimitSettings)
     log_prompts: bool = Field(default=False, description="Write prompt and answer text into logs/llm.jsonl.")

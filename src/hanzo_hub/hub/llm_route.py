@@ -7,8 +7,14 @@ bandit) once the bandit has had ``ROUTER_MIN_FEEDBACK`` ratings; before that, an
 built (no torch, the embedder fails), a fixed order by tier decides (the policy says which tier first). The others
 follow in tier order, as the gateway's failover list. The reason names which of these happened.
 
+Requests of the ``llm.cascade.categories`` (no explicit model, no tools or images) take the cascade instead:
+:meth:`RoutePlanner.cascade_plan` names the cheapest eligible model and the best one, the runtime asks the cheap
+one, and :meth:`RoutePlanner.escalate` lets the learned escalator read that answer's checks and decide whether the
+best model answers too.
+
 Each decision is kept under the gateway's request id (bounded), so ``feedback`` can reward it later; the bandit is
-saved after every rating (``<home>/llm/router.npz``) and each rating appended to ``<home>/llm/feedback.jsonl``.
+saved after every rating (``<home>/llm/router.npz``, the escalator in ``escalator.npz``) and each rating appended to
+``<home>/llm/feedback.jsonl``.
 """
 
 from __future__ import annotations
@@ -29,13 +35,14 @@ import numpy as np
 
 from hanzo_hub.config import HubSettings
 from hanzo_hub.errors import CompletionError, NoEligibleModel
+from hanzo_hub.llm.escalation import CascadeDecision, Escalator, LearnedCascade
 from hanzo_hub.llm.registry import TIER_ORDER, ModelRegistry, ModelSpec
 from hanzo_hub.llm.router import Policy, RouteDecision, Router, RouteRequest
 from hanzo_hub.llm.types import ChatRequest, ImagePart
 from hanzo_hub.vectors import build_embedder
 from hanzo_hub.vectors.base import Embedder
 
-__all__ = ["ROUTER_MIN_FEEDBACK", "Decided", "RoutePlanner", "estimate_tokens", "tier_order"]
+__all__ = ["ROUTER_MIN_FEEDBACK", "CascadePlan", "Decided", "RoutePlanner", "estimate_tokens", "tier_order"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +51,7 @@ ROUTER_MIN_FEEDBACK = 8
 MAX_DECISIONS = 10_000
 """Decisions remembered for feedback (oldest forgotten first)."""
 ROUTER_FILE = "router.npz"
+ESCALATOR_FILE = "escalator.npz"
 FEEDBACK_FILE = "feedback.jsonl"
 
 _TIER_FIRST: dict[str, tuple[str, ...]] = {
@@ -69,6 +77,11 @@ def tier_order(models: Sequence[ModelSpec], policy: str) -> list[ModelSpec]:
     return sorted(models, key=lambda m: (rank.get(m.tier, len(rank)), m.price_in + m.price_out, TIER_ORDER[m.tier]))
 
 
+def _query(request: ChatRequest) -> str:
+    """The text routing looks at: the user turns, the last 4,000 characters."""
+    return "\n".join(m.text() for m in request.messages if m.role == "user")[-4000:] or " "
+
+
 def _needs(request: ChatRequest) -> frozenset[str]:
     needs = set()
     if request.tools:
@@ -87,6 +100,16 @@ class Decided:
     decision: RouteDecision | None = None
 
 
+@dataclass(frozen=True)
+class CascadePlan:
+    """A request the cascade takes: the cheap model first, the best one if the escalator says so."""
+
+    cheap: str
+    best: str
+    question: str
+    request: RouteRequest
+
+
 _decided: ContextVar[Decided | None] = ContextVar("hanzo_hub_llm_decided", default=None)
 
 
@@ -101,7 +124,8 @@ class RoutePlanner:
         self._router_failed = False
         self._embedder: Embedder | None = None
         self._lock = anyio.Lock()
-        self._decisions: OrderedDict[str, tuple[RouteDecision, str]] = OrderedDict()
+        self._cascade: LearnedCascade | None = None
+        self._decisions: OrderedDict[str, tuple[RouteDecision | CascadeDecision, str]] = OrderedDict()
 
     # -- candidates ---------------------------------------------------------------------------------------------
 
@@ -155,7 +179,7 @@ class RoutePlanner:
         if router is None or len(eligible) == 1:
             why = "only eligible model" if len(eligible) == 1 else "tier order (router unavailable)"
             return self._note([m.id for m in ordered], f"{why}, policy={request.policy}", None)
-        query = "\n".join(m.text() for m in request.messages if m.role == "user")[-4000:] or " "
+        query = _query(request)
         assert self._embedder is not None
         vector = np.asarray((await self._embedder.embed([query]))[0], np.float32)
         steps = router.bandit.steps
@@ -175,6 +199,44 @@ class RoutePlanner:
             return self._note([m.id for m in ordered], f"tier order (router chose {decision.model})", None)
         rest = [m.id for m in ordered if m.id != decision.model]
         return self._note([decision.model, *rest], f"router: {decision.reason}", decision)
+
+    async def cascade_plan(self, request: ChatRequest) -> CascadePlan | None:
+        """The cascade's two models for ``request``, or ``None`` when it routes directly.
+
+        A request cascades when it names no model, has no tools or images, its category is one of
+        ``llm.cascade.categories``, and a cheaper and a better model are both eligible.
+        """
+        categories = self.settings.llm.cascade.categories
+        if not categories or request.model is not None or _needs(request):
+            return None
+        eligible = self.eligible(request)
+        if len(eligible) < 2 or await self._ensure_router() is None or self._cascade is None:
+            return None
+        query = _query(request)
+        assert self._embedder is not None
+        vector = np.asarray((await self._embedder.embed([query]))[0], np.float32)
+        router = self._cascade.router
+        _, category = router.features(vector)
+        if category not in categories:
+            return None
+        tokens_in = float(estimate_tokens(request))
+        cheap = min(eligible, key=lambda m: (m.cost(tokens_in, request.max_tokens), TIER_ORDER[m.tier]))
+        best = tier_order(eligible, "quality_first")[0]
+        if cheap.id == best.id:
+            return None
+        policy = Policy(kind="balanced" if request.policy == "pinned" else request.policy, max_cost=request.max_cost)
+        route = RouteRequest(vector, tokens_in, float(request.max_tokens), frozenset(), policy)
+        return CascadePlan(cheap.id, best.id, query, route)
+
+    async def escalate(self, plan: CascadePlan, answer: str) -> CascadeDecision:
+        """Keep the cheap model's ``answer`` or escalate to the best model (the escalator's choice)."""
+        cascade = self._cascade
+        assert cascade is not None
+        decision = await anyio.to_thread.run_sync(
+            cascade.decide, plan.request, plan.question, plan.cheap, plan.best, answer, limiter=cascade.router.limiter
+        )
+        self._note([decision.model], decision.route.reason, decision.route)
+        return decision
 
     def _note(self, models: list[str], reason: str, decision: RouteDecision | None) -> tuple[list[str], str]:
         decided = _decided.get()
@@ -218,11 +280,19 @@ class RoutePlanner:
                 loaded = NeuralThompsonBandit.load(saved)
                 bandit = loaded if loaded.arms == tuple(models) and loaded.dim == dim else None
         self._embedder = embedder
-        return Router(self.registry.subset(models), classifier, bandit or NeuralThompsonBandit(models, dim))
+        router = Router(self.registry.subset(models), classifier, bandit or NeuralThompsonBandit(models, dim))
+        n_cat = len(classifier.categories)
+        escalator = None
+        if (self.dir / ESCALATOR_FILE).is_file():
+            with contextlib.suppress(Exception):  # an unreadable or mismatched save starts a fresh escalator
+                escalator = Escalator.load(self.dir / ESCALATOR_FILE, n_cat)
+        categories = frozenset(self.settings.llm.cascade.categories)
+        self._cascade = LearnedCascade(router, escalator or Escalator(n_cat), categories)
+        return router
 
     # -- feedback -----------------------------------------------------------------------------------------------
 
-    def remember(self, request_id: str, decision: RouteDecision | None, user: str) -> None:
+    def remember(self, request_id: str, decision: RouteDecision | CascadeDecision | None, user: str) -> None:
         """Keep ``decision`` so a later rating of ``request_id`` can reward it."""
         if decision is None or not request_id:
             return
@@ -243,13 +313,22 @@ class RoutePlanner:
         router = self._router
         if router is None:
             raise CompletionError("the router is not available; the rating was not used")
-        await router.afeedback(decision, quality)
-        await anyio.to_thread.run_sync(self._persist, router, request_id, decision.model, quality, user)
+        if isinstance(decision, CascadeDecision):
+            assert self._cascade is not None
+            await anyio.to_thread.run_sync(self._cascade.feedback, decision, quality, limiter=router.limiter)
+        else:
+            await router.afeedback(decision, quality)
+        cascaded = isinstance(decision, CascadeDecision)
+        await anyio.to_thread.run_sync(self._persist, router, request_id, decision.model, quality, user, cascaded)
         return decision.model
 
-    def _persist(self, router: Router, request_id: str, model: str, quality: float, user: str) -> None:
+    def _persist(self, router: Router, request_id: str, model: str, quality: float, user: str, cascaded: bool) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         router.bandit.save(self.dir / ROUTER_FILE)
+        if cascaded and self._cascade is not None:
+            self._cascade.escalator.save(self.dir / ESCALATOR_FILE)
         line = {"ts": time.time(), "request_id": request_id, "model": model, "quality": quality, "user": user}
+        if cascaded:
+            line["cascade"] = True
         with Path(self.dir / FEEDBACK_FILE).open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(line) + "\n")

@@ -17,7 +17,7 @@ import mcp_types as types
 
 from hanzo_hub.config import HubSettings
 from hanzo_hub.errors import CompletionError, HubError
-from hanzo_hub.hub.llm_route import RoutePlanner
+from hanzo_hub.hub.llm_route import CascadePlan, RoutePlanner
 from hanzo_hub.hub.sampling import to_chat_request, to_create_message_result
 from hanzo_hub.llm.registry import ModelRegistry, load_registry
 from hanzo_hub.llm.types import Caller, ChatRequest, ChatResult, Completer, StreamEvent
@@ -87,12 +87,43 @@ class LlmRuntime:
             CompletionError: no provider, no eligible model, budget refused, every candidate failed.
         """
         completer = self._completer()
+        plan = await self.planner.cascade_plan(request)
+        if plan is not None:
+            return await self._cascade(completer, plan, request, caller)
         with self.planner.deciding() as decided:
             result = await completer.chat(request, caller=caller)
         self.planner.remember(result.request_id, decided.decision, caller.user)
         if not result.reason and decided.reason:
             result = result.model_copy(update={"reason": decided.reason})
         return result
+
+    async def _cascade(
+        self, completer: Completer, plan: CascadePlan, request: ChatRequest, caller: Caller
+    ) -> ChatResult:
+        """The cheap model answers; if the escalator escalates, the best model answers too (both are paid).
+
+        An escalation that fails (the best model down, a budget refusing it) returns the cheap answer and says so;
+        that request trains nothing, since neither arm's answer was judged as decided.
+        """
+        cheap = await completer.chat(request.model_copy(update={"model": plan.cheap}), caller=caller)
+        decision = await self.planner.escalate(plan, cheap.message.text())
+        if not decision.escalation.escalate:
+            self.planner.remember(cheap.request_id, decision, caller.user)
+            return cheap.model_copy(update={"reason": decision.route.reason})
+        try:
+            best = await completer.chat(request.model_copy(update={"model": plan.best}), caller=caller)
+        except CompletionError as exc:
+            logger.warning("cascade: escalation to %s failed, keeping %s's answer: %s", plan.best, plan.cheap, exc)
+            return cheap.model_copy(update={"reason": f"{decision.route.reason}; escalation failed: {exc}"})
+        self.planner.remember(best.request_id, decision, caller.user)
+        return best.model_copy(
+            update={
+                "reason": decision.route.reason,
+                "cost_usd": cheap.cost_usd + best.cost_usd,
+                "latency_ms": cheap.latency_ms + best.latency_ms,
+                "attempts": cheap.attempts + best.attempts,
+            }
+        )
 
     async def stream(self, request: ChatRequest, caller: Caller) -> AsyncIterator[StreamEvent]:
         """:meth:`chat`, streamed: text deltas, then one ``done`` event with the full result.

@@ -103,7 +103,8 @@ class Router:
         self.bandit = bandit
         self.pacer = pacer
         self.cost_scale: float | None = None
-        self._limiter = anyio.CapacityLimiter(1)
+        self.limiter = anyio.CapacityLimiter(1)
+        """One thread at a time touches the bandit (routing, feedback, the cascade's decisions)."""
 
     def features(self, embedding: FloatArray) -> tuple[FloatArray, str]:
         """Bandit features (embedding ++ category probabilities) and the top category."""
@@ -150,18 +151,28 @@ class Router:
             return RouteDecision(self.models[arm].id, category, "pinned", float(costs[arm]), x, arm)
         if not eligible.any():
             raise NoEligibleModel("no configured model meets the request's cost, latency, context and capabilities")
-        lam = self._lam(req.policy)
-        top = max(float(costs[eligible].max()), 1e-12)
-        scale = top if self.cost_scale is None else self.cost_scale + COST_SCALE_EMA * (top - self.cost_scale)
-        self.cost_scale = scale
+        lam = self.lam(req.policy)
+        top, scale = self.scale(costs, eligible)
         arm, why = self.bandit.choose(x, costs, lam, eligible, cost_scale=scale)
         self.bandit.record_pull(arm)
-        if self.pacer is not None:
-            self.pacer.observe(float(costs[arm]) / scale, top / scale)
+        self.spent(float(costs[arm]), top)
         reason = f"{why}, policy={req.policy.kind}, lam={lam:.3f}, category={category}"
         return RouteDecision(self.models[arm].id, category, reason, float(costs[arm]), x, arm)
 
-    def _lam(self, policy: Policy) -> float:
+    def scale(self, costs: FloatArray, eligible: npt.NDArray[np.bool_]) -> tuple[float, float]:
+        """The dearest eligible model's cost for this request, and the running cost scale updated with it."""
+        top = max(float(costs[eligible].max()), 1e-12)
+        scale = top if self.cost_scale is None else self.cost_scale + COST_SCALE_EMA * (top - self.cost_scale)
+        self.cost_scale = scale
+        return top, scale
+
+    def spent(self, cost: float, top: float) -> None:
+        """Tell the pacer what a request cost against its dearest option (in dollars)."""
+        if self.pacer is not None and self.cost_scale:
+            self.pacer.observe(cost / self.cost_scale, top / self.cost_scale)
+
+    def lam(self, policy: Policy) -> float:
+        """The price of a dollar (in quality units per cost scale) under ``policy``."""
         if policy.lam is not None:
             return policy.lam
         if self.pacer is not None and policy.kind == "balanced":
@@ -178,8 +189,8 @@ class Router:
 
     async def aroute(self, req: RouteRequest) -> RouteDecision:
         """:meth:`route` in a worker thread (torch is synchronous)."""
-        return await anyio.to_thread.run_sync(self.route, req, limiter=self._limiter)
+        return await anyio.to_thread.run_sync(self.route, req, limiter=self.limiter)
 
     async def afeedback(self, decision: RouteDecision, quality: float, tokens_out: float | None = None) -> None:
         """:meth:`feedback` in a worker thread (it may train)."""
-        await anyio.to_thread.run_sync(self.feedback, decision, quality, tokens_out, limiter=self._limiter)
+        await anyio.to_thread.run_sync(self.feedback, decision, quality, tokens_out, limiter=self.limiter)
