@@ -30,8 +30,8 @@ def build_cascade(router: Router) -> LearnedCascade:
     return LearnedCascade(router, Escalator(len(router.classifier.categories)), CASCADE_CATEGORIES)
 
 
-def _cascaded(cascade: LearnedCascade, s: ReplaySet, vec: np.ndarray) -> bool:
-    return s.answers is not None and cascade.applies(cascade.router.features(vec)[1])
+def _cascaded(cascade: LearnedCascade, s: ReplaySet, category: str) -> bool:
+    return s.answers is not None and cascade.applies(category)
 
 
 def online(
@@ -51,10 +51,11 @@ def online(
         s, c = sets[si], costs[si]
         req = RouteRequest(vecs[si][i], float(s.tokens_in[i]), policy=Policy(kind="balanced"))
         st = stats[s.name]
-        if _cascaded(cascade, s, vecs[si][i]):
+        features = router.features(vecs[si][i])
+        if _cascaded(cascade, s, features[1]):
             assert s.answers is not None
             t1 = time.perf_counter()
-            d = cascade.decide(req, s.texts[i], WEAK, STRONG, s.answers[WEAK][i])
+            d = cascade.decide(req, features, s.texts[i], WEAK, STRONG, s.answers[WEAK][i])
             decide_ms.append((time.perf_counter() - t1) * 1e3)
             q = float(s.quality[d.model][i])
             cascade.feedback(d, q, float(s.tokens_out[d.model][i]))
@@ -113,31 +114,31 @@ def evaluate(
     q_s, q_w = s.quality[STRONG][test], s.quality[WEAK][test]
     c_s, c_w = cost[STRONG][test], cost[WEAK][test]
     gain, extra = direct_scores(router, s, vec, test)
-    score = gain / extra
-    cascaded = np.array([_cascaded(cascade, s, vec[i]) for i in test], bool)
+    features = [router.features(vec[i]) for i in test]
+    cascaded = np.array([_cascaded(cascade, s, category) for _, category in features], bool)
     c_up = np.where(cascaded, c_w + c_s, c_s)
-    c_base = c_w
     if cascaded.any():
         assert s.answers is not None
         n_cat = len(router.classifier.categories)
         xe = np.stack(
             [
-                cascade.escalator.features(s.texts[i], s.answers[WEAK][i], router.features(vec[i])[0][-n_cat:])
-                for i in test[cascaded]
+                cascade.escalator.features(s.texts[i], s.answers[WEAK][i], x[-n_cat:])
+                for i, (x, _), on in zip(test, features, cascaded, strict=True)
+                if on
             ]
         )
-        score[cascaded] = cascade.escalator.gain(xe) / extra[cascaded]
-    score = score + rng.random(len(test)) * 1e-9
+        gain[cascaded] = cascade.escalator.gain(xe)
+    score = gain / extra + rng.random(len(test)) * 1e-9
     qs, qw = float(q_s.mean()), float(q_w.mean())
-    summary: dict[str, object] = dict(summarize(_mixed_sweep(score, q_w, q_s, c_base, c_up, c_s), qw, qs))
+    summary: dict[str, object] = dict(summarize(_mixed_sweep(score, q_w, q_s, c_w, c_up, c_s), qw, qs))
     summary["cascaded_share"] = float(cascaded.mean())
     # what the deployed router does with its final lam (escalate / route up when gain > lam * extra / scale)
     lam, scale = (router.pacer.lam if router.pacer else 0.1), router.cost_scale or 1.0
-    up = score * extra > lam * extra / scale
+    up = gain > lam * extra / scale
     summary["operating_point"] = {
         "lam": lam,
         "up_share": float(up.mean()),
         "quality_share": float(np.where(up, q_s, q_w).mean() / qs),
-        "cost_share": float(np.where(up, c_up, c_base).sum() / c_s.sum()),
+        "cost_share": float(np.where(up, c_up, c_w).sum() / c_s.sum()),
     }
     return summary

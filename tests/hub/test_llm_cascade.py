@@ -109,3 +109,29 @@ async def test_requests_with_tools_or_a_named_model_do_not_cascade(
     assert with_tools is None
     assert explicit is None
     assert [r.body["model"] for r in provider_server.requests("p")] == ["big"]
+
+
+async def test_the_cascade_check_and_the_route_share_one_query_embedding(
+    make_settings: MakeSettings, provider_server: ProviderServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = make_settings(
+        {"alpha": inproc("alpha")}, llm=_cascading(provider_server), backends=BACKENDS, memory=NO_MEMORY
+    )
+    ask = ChatRequest(messages=(ChatMessage(role="user", content="Translate 'good morning' to French."),))
+    async with Hub.open(settings) as hub:
+        planner = hub.llm.planner
+        plan = await planner.cascade_plan(ask)  # builds the router and embeds the query
+        assert plan is not None
+        embedder = planner._embedder
+        assert embedder is not None
+        calls: list[object] = []
+        real = embedder.embed
+
+        async def counted(texts: list[str]) -> object:
+            calls.append(texts)
+            return await real(texts)
+
+        monkeypatch.setattr(embedder, "embed", counted)
+        await planner.route(ask)
+        await planner.cascade_plan(ask)
+    assert calls == []  # the route and a second look reuse the vector of the first

@@ -87,8 +87,9 @@ def test_learned_cascade_prices_with_the_router_and_trains_both_models() -> None
     cascade = LearnedCascade(router, Escalator(len(CATEGORIES)), frozenset({"math"}))
     req = RouteRequest(_hash_embed(["how many pens in all"])[0], 200.0, 100.0, policy=Policy())
     lam_before = router.pacer.lam if router.pacer else 0.0
-    first = cascade.decide(req, "How many pens?", CHEAP, BEST, "3 + 4 = 8. #### 8")
-    second = cascade.decide(req, "How many pens?", CHEAP, BEST, "3 + 4 = 8. #### 8")
+    features = router.features(req.embedding)
+    first = cascade.decide(req, features, "How many pens?", CHEAP, BEST, "3 + 4 = 8. #### 8")
+    second = cascade.decide(req, features, "How many pens?", CHEAP, BEST, "3 + 4 = 8. #### 8")
     # warm-up: the escalator tries keeping, then escalating
     assert (first.escalation.escalate, first.model) == (False, CHEAP)
     assert (second.escalation.escalate, second.model) == (True, BEST)

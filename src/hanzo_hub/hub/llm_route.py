@@ -32,6 +32,7 @@ from typing import Any
 
 import anyio
 import numpy as np
+import numpy.typing as npt
 
 from hanzo_hub.config import HubSettings
 from hanzo_hub.errors import CompletionError, NoEligibleModel
@@ -52,6 +53,8 @@ MAX_DECISIONS = 10_000
 """Decisions remembered for feedback (oldest forgotten first)."""
 ROUTER_FILE = "router.npz"
 ESCALATOR_FILE = "escalator.npz"
+RECENT_VECTORS = 64
+"""Query embeddings kept for reuse (the cascade's check and the route of one request embed the same text)."""
 FEEDBACK_FILE = "feedback.jsonl"
 
 _TIER_FIRST: dict[str, tuple[str, ...]] = {
@@ -108,6 +111,8 @@ class CascadePlan:
     best: str
     question: str
     request: RouteRequest
+    features: tuple[npt.NDArray[np.float32], str] = field(repr=False)
+    """The router's features of the query and its category."""
 
 
 _decided: ContextVar[Decided | None] = ContextVar("hanzo_hub_llm_decided", default=None)
@@ -125,6 +130,7 @@ class RoutePlanner:
         self._embedder: Embedder | None = None
         self._lock = anyio.Lock()
         self._cascade: LearnedCascade | None = None
+        self._vectors: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
         self._decisions: OrderedDict[str, tuple[RouteDecision | CascadeDecision, str]] = OrderedDict()
 
     # -- candidates ---------------------------------------------------------------------------------------------
@@ -179,9 +185,7 @@ class RoutePlanner:
         if router is None or len(eligible) == 1:
             why = "only eligible model" if len(eligible) == 1 else "tier order (router unavailable)"
             return self._note([m.id for m in ordered], f"{why}, policy={request.policy}", None)
-        query = _query(request)
-        assert self._embedder is not None
-        vector = np.asarray((await self._embedder.embed([query]))[0], np.float32)
+        vector = await self._vector(_query(request))
         steps = router.bandit.steps
         if steps < ROUTER_MIN_FEEDBACK:
             x, category = router.features(vector)
@@ -213,11 +217,10 @@ class RoutePlanner:
         if len(eligible) < 2 or await self._ensure_router() is None or self._cascade is None:
             return None
         query = _query(request)
-        assert self._embedder is not None
-        vector = np.asarray((await self._embedder.embed([query]))[0], np.float32)
+        vector = await self._vector(query)
         router = self._cascade.router
-        _, category = router.features(vector)
-        if category not in categories:
+        features = router.features(vector)
+        if features[1] not in categories:
             return None
         tokens_in = float(estimate_tokens(request))
         cheap = min(eligible, key=lambda m: (m.cost(tokens_in, request.max_tokens), TIER_ORDER[m.tier]))
@@ -226,17 +229,35 @@ class RoutePlanner:
             return None
         policy = Policy(kind="balanced" if request.policy == "pinned" else request.policy, max_cost=request.max_cost)
         route = RouteRequest(vector, tokens_in, float(request.max_tokens), frozenset(), policy)
-        return CascadePlan(cheap.id, best.id, query, route)
+        return CascadePlan(cheap.id, best.id, query, route, features)
 
     async def escalate(self, plan: CascadePlan, answer: str) -> CascadeDecision:
         """Keep the cheap model's ``answer`` or escalate to the best model (the escalator's choice)."""
         cascade = self._cascade
         assert cascade is not None
         decision = await anyio.to_thread.run_sync(
-            cascade.decide, plan.request, plan.question, plan.cheap, plan.best, answer, limiter=cascade.router.limiter
+            cascade.decide,
+            plan.request,
+            plan.features,
+            plan.question,
+            plan.cheap,
+            plan.best,
+            answer,
+            limiter=cascade.router.limiter,
         )
         self._note([decision.model], decision.route.reason, decision.route)
         return decision
+
+    async def _vector(self, query: str) -> npt.NDArray[np.float32]:
+        """The query's embedding; the last few are kept, so a request the cascade declines is not embedded twice."""
+        vector = self._vectors.get(query)
+        if vector is None:
+            assert self._embedder is not None
+            vector = np.asarray((await self._embedder.embed([query]))[0], np.float32)
+            self._vectors[query] = vector
+            while len(self._vectors) > RECENT_VECTORS:
+                self._vectors.popitem(last=False)
+        return vector
 
     def _note(self, models: list[str], reason: str, decision: RouteDecision | None) -> tuple[list[str], str]:
         decided = _decided.get()

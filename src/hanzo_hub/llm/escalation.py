@@ -97,8 +97,12 @@ class CascadeDecision:
 
     route: RouteDecision
     escalation: EscalationDecision
-    model: str
     extra_cost: float
+
+    @property
+    def model(self) -> str:
+        """The model whose answer the user got."""
+        return self.route.model
 
 
 class LearnedCascade:
@@ -117,15 +121,20 @@ class LearnedCascade:
     def applies(self, category: str) -> bool:
         return category in self.categories
 
-    def decide(self, req: RouteRequest, question: str, cheap: str, best: str, answer: str) -> CascadeDecision:
-        """After ``cheap`` answered ``question`` with ``answer``: keep it, or escalate to ``best``."""
+    def decide(
+        self, req: RouteRequest, features: tuple[FloatArray, str], question: str, cheap: str, best: str, answer: str
+    ) -> CascadeDecision:
+        """After ``cheap`` answered ``question`` with ``answer``: keep it, or escalate to ``best``.
+
+        ``features`` is what :meth:`Router.features` gives for ``req.embedding`` (the caller has it already).
+        """
         router = self.router
-        x, category = router.features(req.embedding)
+        x, category = features
+        n_cat = len(router.classifier.categories)
         costs, _ = router.expected_costs(x, req)
         ids = router.registry.ids()
         ci, bi = ids.index(cheap), ids.index(best)
         top, scale = router.scale(costs, np.ones(len(ids), bool))
-        n_cat = len(router.classifier.categories)
         xe = self.escalator.features(question, answer, x[-n_cat:])
         extra = float(costs[bi])
         esc = self.escalator.decide(xe, extra, router.lam(req.policy), scale)
@@ -134,7 +143,7 @@ class LearnedCascade:
         router.bandit.record_pull(arm)
         reason = f"cascade: {'escalated from' if esc.escalate else 'kept'} {cheap} ({esc.reason}), category={category}"
         route = RouteDecision(model, category, reason, float(costs[arm]), x, arm)
-        return CascadeDecision(route, esc, model, extra)
+        return CascadeDecision(route, esc, extra)
 
     def feedback(self, decision: CascadeDecision, quality: float, tokens_out: float | None = None) -> None:
         """A rating of the answer given: trains the escalator, and the router's bandit for that model."""
