@@ -46,3 +46,25 @@ async def test_core_tools_always_included_and_limits_hold(tools: list[dict[str, 
     assert selection.tools[0].id == "search::web_search"
     assert selection.tools[0].core
     assert len(selection.tools) == 2
+
+
+async def test_queries_take_the_embedders_query_path(tools: list[dict[str, Any]]) -> None:
+    """Tool texts go through ``embed``; the query and its sub-queries through ``embed_queries`` where it exists."""
+
+    class QueryPathEmbedder(HashEmbedder):
+        def __init__(self) -> None:
+            super().__init__()
+            self.query_calls: list[list[str]] = []
+
+        async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+            self.query_calls.append(list(texts))
+            return self.embed_sync(texts)
+
+    embedder = QueryPathEmbedder()
+    selector = await ToolSelector.build(tools, embedder=embedder)
+    assert embedder.query_calls == []
+    query = "what is the weather forecast in Paris, then read a file from disk"
+    selection = await selector.select(query)
+    assert embedder.query_calls == [selector.query_texts(query)]
+    assert len(embedder.query_calls[0]) == 3  # the query and its two clauses
+    assert {"weather::get_forecast"} <= {c.id for c in selection.tools}

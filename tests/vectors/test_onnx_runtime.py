@@ -152,12 +152,123 @@ def test_settings_reach_memory_and_tool_search_embedders(shared_cache: Path, tmp
     from hanzo_hub.hub.search import ToolSearch
     from hanzo_hub.vectors import build_embedder
 
-    embedding = EmbeddingSettings(cache_path=shared_cache, onnx_threads=1)
+    cache = tmp_path / "models"
+    shutil.copytree(shared_cache, cache)
+    embedding = EmbeddingSettings(cache_path=cache, onnx_threads=1)
+    assert embedding.query_precision == "int8"  # the shipped default
     memory_embedder: Any = build_embedder("sentence-transformers", embedding, home=tmp_path)
     assert memory_embedder.runtime_in_use == "onnx"
     assert not memory_embedder.onnx_exported
     search = ToolSearch(ExposureSettings(index_store="memory"), home=tmp_path, embedding=embedding)
     search_embedder: Any = search._embedder_for_search()
     assert search_embedder.runtime_in_use == "onnx"
+    assert search_embedder.query_runtime_in_use == "onnx-int8"
+    fp32_queries: Any = build_embedder(
+        "sentence-transformers", EmbeddingSettings(cache_path=cache, query_precision="fp32"), home=tmp_path
+    )
+    assert fp32_queries.query_runtime_in_use == "onnx"
     torch_only: Any = build_embedder("sentence-transformers", EmbeddingSettings(runtime="torch"), home=tmp_path)
     assert torch_only.runtime_in_use == "torch"
+
+
+# The int8 query encoder (tool search). Each test works on a copy of the shared cache: the shared one keeps only the
+# fp32 graph, which the tests above count on.
+
+
+def _int8_cache(shared_cache: Path, tmp_path: Path) -> Path:
+    cache = tmp_path / "models"
+    shutil.copytree(shared_cache, cache)
+    return cache
+
+
+def _search_texts() -> list[str]:
+    return [
+        "find the weather in Paris and then book a table for two",
+        "convert this markdown document to PDF",
+        "list the pods of the staging cluster, then restart the failing one",
+        "what did I spend on invoices in March?",
+        "東京の天気",
+        "a",
+        *(t for t in _varied_texts()[200:260:6]),
+    ]
+
+
+def test_int8_query_vectors_stay_close_to_fp32_and_stored_vectors_stay_fp32(
+    shared_cache: Path, tmp_path: Path, torch_embedder: Any
+) -> None:
+    import numpy as np
+
+    from hanzo_hub.vectors import onnx_runtime
+
+    cache = _int8_cache(shared_cache, tmp_path)
+    embedder = _embedder(cache, query_precision="int8")
+    texts = _search_texts()
+    got = np.concatenate([embedder.embed_queries_sync(texts[i : i + 9]) for i in range(0, len(texts), 9)])
+    assert embedder.query_runtime_in_use == "onnx-int8"
+    want = torch_embedder.encode_array_sync(texts)
+    cosines = (got * want).sum(axis=1)
+    assert float(cosines.min()) > onnx_runtime.QUANTIZED_MIN_COSINE
+    assert float(cosines.max()) < 0.99999  # really the quantized graph, not the fp32 one
+    assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+    stored = embedder.embed_array_sync(texts[:8])  # documents and other queries: full precision
+    assert float((stored * want[:8]).sum(axis=1).min()) > 0.9999
+    names = sorted(p.name for p in cache.iterdir())
+    assert len(names) == 2  # the fp32 graph and its int8 copy, no temporary files
+    assert any("-int8-" in n for n in names)
+
+
+async def test_async_query_path_and_a_reused_int8_file(shared_cache: Path, tmp_path: Path) -> None:
+    cache = _int8_cache(shared_cache, tmp_path)
+    first = _embedder(cache, query_precision="int8")
+    (vector,) = await first.embed_queries(["where is the deploy key"])
+    assert len(vector) == 384
+    assert first.query_runtime_in_use == "onnx-int8"
+    (int8_file,) = cache.glob("*-int8-*.onnx")
+    before = int8_file.stat()
+    second = _embedder(cache, query_precision="int8")
+    (again,) = await second.embed_queries(["where is the deploy key"])
+    after = int8_file.stat()
+    assert (after.st_mtime_ns, after.st_ino) == (before.st_mtime_ns, before.st_ino)  # not quantized again
+    assert sum(a * b for a, b in zip(vector, again, strict=True)) > 0.99999
+    assert await second.embed_queries([]) == []
+
+
+def test_a_corrupt_int8_file_is_quantized_again(shared_cache: Path, tmp_path: Path) -> None:
+    cache = _int8_cache(shared_cache, tmp_path)
+    _embedder(cache, query_precision="int8").embed_queries_sync(["make the int8 file"])
+    (int8_file,) = cache.glob("*-int8-*.onnx")
+    size = int8_file.stat().st_size
+    int8_file.write_bytes(b"truncated" * 10)
+    embedder = _embedder(cache, query_precision="int8")
+    embedder.embed_queries_sync(["still fast"])
+    assert embedder.query_runtime_in_use == "onnx-int8"
+    assert int8_file.stat().st_size == size
+
+
+def test_a_failed_quantization_keeps_fp32_queries(
+    shared_cache: Path, tmp_path: Path, torch_embedder: Any, monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
+    from hanzo_hub.vectors import onnx_runtime
+
+    def broken(source: Path, target: Path) -> None:
+        target.write_bytes(b"half a graph")
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(onnx_runtime, "quantize_int8", broken)
+    cache = _int8_cache(shared_cache, tmp_path)
+    embedder = _embedder(cache, query_precision="int8")
+    with caplog.at_level(logging.WARNING, logger="hanzo_hub.vectors.st_embedder"):
+        got = embedder.embed_queries_sync(["lunch in Paris"])
+    assert embedder.query_runtime_in_use == "onnx"
+    assert any("queries stay fp32" in r.getMessage() for r in caplog.records)
+    assert float((got * torch_embedder.encode_array_sync(["lunch in Paris"])).sum()) > 0.9999
+    assert not list(cache.glob("*int8*"))  # nothing half-written left
+    assert not list(cache.glob(".*"))
+
+
+def test_fp32_precision_never_quantizes(shared_cache: Path, tmp_path: Path) -> None:
+    cache = _int8_cache(shared_cache, tmp_path)
+    embedder = _embedder(cache)  # the class default: fp32 queries
+    embedder.embed_queries_sync(["hello"])
+    assert embedder.query_runtime_in_use == "onnx"
+    assert not list(cache.glob("*int8*"))

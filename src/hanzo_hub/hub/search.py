@@ -32,7 +32,7 @@ from hanzo_hub.selection.llm_filter import LlmFilter
 from hanzo_hub.selection.pipeline import DEFAULT_TEXT, Selection, Stage2Filter, ToolSelector
 from hanzo_hub.selection.text import content_hash, tool_text
 from hanzo_hub.vectors import VECTOR_STORES, build_embedder, load_impl
-from hanzo_hub.vectors.base import Embedder, VectorStore
+from hanzo_hub.vectors.base import Embedder, VectorStore, embed_queries
 
 logger = logging.getLogger(__name__)
 
@@ -240,11 +240,14 @@ class ToolSearch:
                 await self.aclose()
 
     async def warm(self, tools_of: Callable[[], Awaitable[Sequence[types.Tool]]]) -> bool:
-        """Load the model and build/sync the index within ``warm_index_timeout`` seconds; whether it finished."""
+        """Load the model, build/sync the index and open the query path within ``warm_index_timeout`` seconds; whether
+        it finished."""
         started = time.perf_counter()
         with anyio.move_on_after(self._settings.warm_index_timeout) as scope:
             try:
                 await self._index(tuple(await tools_of()))
+                if self._embedder is not None:
+                    await embed_queries(self._embedder, ["warm up the query path"])  # int8 encoder, if configured
             except HubError as exc:
                 logger.warning("tool search warm-up failed: %s", exc)
                 return False

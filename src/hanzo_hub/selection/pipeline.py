@@ -31,7 +31,7 @@ from hanzo_hub.selection.hybrid import FusionParams, HybridRetriever
 from hanzo_hub.selection.lexical import BM25Index
 from hanzo_hub.selection.query import subqueries
 from hanzo_hub.selection.text import TextOptions, tool_id, tool_text
-from hanzo_hub.vectors.base import Embedder, VectorStore
+from hanzo_hub.vectors.base import Embedder, VectorStore, embed_queries
 
 logger = logging.getLogger(__name__)
 
@@ -167,7 +167,7 @@ class ToolSelector:
         start = time.perf_counter()
         vectors = None
         if self.embedder is not None and self.retriever.dense is not None:
-            vectors = np.asarray(await self.embedder.embed(self.query_texts(query)), dtype=np.float32)
+            vectors = np.asarray(await embed_queries(self.embedder, self.query_texts(query)), dtype=np.float32)
             timings["embed"] = (time.perf_counter() - start) * 1000
         search_start = time.perf_counter()
         candidates = self.stage1(query, query_vectors=vectors, allowed=allowed)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from hanzo_hub.config.embedding import EmbeddingSettings
-from hanzo_hub.vectors.base import Embedder, VectorRecord, VectorStore
+from hanzo_hub.vectors.base import Embedder, VectorRecord, VectorStore, embed_queries
 
 EMBEDDERS: dict[str, str] = {
     "fake": "hanzo_hub.vectors.fake:HashEmbedder",
@@ -55,9 +55,21 @@ def build_embedder(
     options: dict[str, Any] = {} if model_path is None else {"model_path": model_path}
     if embedding is not None:
         options.update(
-            runtime=embedding.runtime, cache_dir=embedding.cache_dir(home), onnx_threads=embedding.onnx_threads
+            runtime=embedding.runtime,
+            cache_dir=embedding.cache_dir(home),
+            onnx_threads=embedding.onnx_threads,
+            query_precision=embedding.query_precision,
         )
     return cls(**options)  # type: ignore[no-any-return]
 
 
-__all__ = ("EMBEDDERS", "VECTOR_STORES", "Embedder", "VectorRecord", "VectorStore", "build_embedder", "load_impl")
+__all__ = (
+    "EMBEDDERS",
+    "VECTOR_STORES",
+    "Embedder",
+    "VectorRecord",
+    "VectorStore",
+    "build_embedder",
+    "embed_queries",
+    "load_impl",
+)

@@ -38,6 +38,26 @@ class Embedder(Protocol):
         ...
 
 
+@runtime_checkable
+class QueryEmbedder(Protocol):
+    """An embedder with a faster path for search queries (vectors comparable with ``embed``'s, not identical)."""
+
+    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed search queries in a worker thread.
+
+        Raises:
+            EmbeddingError: the model failed.
+        """
+        ...
+
+
+async def embed_queries(embedder: Embedder, texts: Sequence[str]) -> list[list[float]]:
+    """Embed search queries with ``embedder``'s query path where it has one, else with ``embed``."""
+    if isinstance(embedder, QueryEmbedder):
+        return await embedder.embed_queries(texts)
+    return await embedder.embed(texts)
+
+
 @dataclass(frozen=True, slots=True)
 class VectorRecord:
     """One stored item: its id, the hash of the text it was embedded from, the vector and metadata."""
