@@ -272,3 +272,21 @@ def test_fp32_precision_never_quantizes(shared_cache: Path, tmp_path: Path) -> N
     embedder.embed_queries_sync(["hello"])
     assert embedder.query_runtime_in_use == "onnx"
     assert not list(cache.glob("*int8*"))
+
+
+def test_a_query_vector_does_not_depend_on_short_siblings(shared_cache: Path, tmp_path: Path) -> None:
+    """Texts of very different lengths run in separate batches, so an int8 query vector (whose activation scale is
+    computed per batch) is the same with or without its short sub-queries beside it."""
+    import numpy as np
+
+    cache = _int8_cache(shared_cache, tmp_path)
+    embedder = _embedder(cache, query_precision="int8")
+    query = (
+        "Find the latest research papers on protein folding, summarise the three most cited ones in a short report, "
+        "then convert the report to PDF and email it to my team with a note about next week's reading group"
+    )
+    alone = embedder.embed_queries_sync([query])
+    with_siblings = embedder.embed_queries_sync([query, "protein folding papers", "email the team"])
+    assert np.abs(alone[0] - with_siblings[0]).max() < 1e-6
+    fp32 = embedder.embed_array_sync([query, "protein folding papers"])
+    assert np.abs(fp32[1] - embedder.embed_array_sync(["protein folding papers"])[0]).max() < 1e-5

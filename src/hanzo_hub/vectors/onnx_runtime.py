@@ -49,6 +49,9 @@ QUANTIZED_MIN_COSINE = 0.97
 QUANTIZE_LIBRARIES = ("onnxruntime", "onnx")
 """Libraries whose versions shape the quantized graph; part of its file name."""
 
+GROUP_MAX_RATIO = 2.0
+"""``grouped`` batches together texts whose token counts are within this factor of each other."""
+
 Export = Callable[[Path], None]
 Reference = Callable[[list[str]], Any]
 
@@ -99,6 +102,17 @@ def export_atomically(path: Path, export: Export) -> None:
             tmp.unlink()
 
 
+def length_groups(lengths: Sequence[int], max_ratio: float) -> list[list[int]]:
+    """Indices grouped longest first, each group's longest at most ``max_ratio`` times its shortest."""
+    groups: list[list[int]] = []
+    for i in sorted(range(len(lengths)), key=lambda j: (-lengths[j], j)):
+        if groups and lengths[groups[-1][0]] <= max_ratio * lengths[i]:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
 class OnnxQueryEncoder:
     """Tokenizer → ONNX Runtime transformer → mean pooling → L2 normalisation, as sentence-transformers does."""
 
@@ -113,6 +127,23 @@ class OnnxQueryEncoder:
         batch = self._tokenizer(
             list(texts), padding=True, truncation=True, max_length=self._max_seq_length, return_tensors="np"
         )
+        return self._run(batch)
+
+    def grouped(self, texts: Sequence[str], max_ratio: float = GROUP_MAX_RATIO) -> Any:
+        """Like calling the encoder, but texts of very different token counts run in separate batches (each padded to
+        its own longest), rows in input order: a long query no longer makes its short sub-queries pay for padding."""
+        tokens = self._tokenizer(list(texts), truncation=True, max_length=self._max_seq_length)
+        keys = [key for key in tokens if key in (*self._inputs, "attention_mask")]
+        out: Any = None
+        for group in length_groups([len(ids) for ids in tokens["input_ids"]], max_ratio):
+            part = {key: [tokens[key][i] for i in group] for key in keys}
+            vectors = self._run(self._tokenizer.pad(part, return_tensors="np"))
+            if out is None:
+                out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
+            out[group] = vectors
+        return out
+
+    def _run(self, batch: Any) -> Any:
         feed = {name: np.asarray(batch[name], dtype=np.int64) for name in self._inputs}
         hidden = self._session.run(None, feed)[0]
         mask = np.asarray(batch["attention_mask"], dtype=np.float32)[..., None]

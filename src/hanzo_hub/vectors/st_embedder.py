@@ -21,12 +21,15 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.to_thread
 
 from hanzo_hub.errors import EmbeddingError
+
+if TYPE_CHECKING:
+    from hanzo_hub.vectors.onnx_runtime import OnnxQueryEncoder
 
 logger = logging.getLogger(__name__)
 
@@ -91,9 +94,9 @@ class SentenceTransformerEmbedder:
         self._runtime = runtime
         self._cache_dir = Path(cache_dir) if cache_dir is not None else None
         self._onnx_threads = onnx_threads
-        self._onnx: Callable[[list[str]], Any] | None = None
+        self._onnx: OnnxQueryEncoder | None = None
         self._query_precision = query_precision
-        self._onnx_query: Callable[[list[str]], Any] | None = None
+        self._onnx_query: OnnxQueryEncoder | None = None
         self._query_opened = False
         self.onnx_exported = False
         """Whether loading this embedder exported the ONNX graph (False when a cached one was reused)."""
@@ -134,7 +137,7 @@ class SentenceTransformerEmbedder:
             self._onnx_query = self._onnx  # the int8 encoder replaces it on the first query that wants it
             return self._model
 
-    def _query_encoder(self) -> Callable[[list[str]], Any] | None:
+    def _query_encoder(self) -> OnnxQueryEncoder | None:
         """The encoder of ``embed_queries``; opens the int8 one on first use (quantizing once into the cache)."""
         self._load()
         if self._query_precision == "int8" and not self._query_opened:
@@ -170,7 +173,7 @@ class SentenceTransformerEmbedder:
 
         return reference
 
-    def _open_quantized(self) -> Callable[[list[str]], Any] | None:
+    def _open_quantized(self) -> OnnxQueryEncoder | None:
         """The int8 query encoder next to the fp32 one; the fp32 encoder (or None) when it cannot be had."""
         fp32 = self._onnx
         if fp32 is None or self._model is None:
@@ -179,7 +182,7 @@ class SentenceTransformerEmbedder:
 
         try:
             encoder, _ = onnx_runtime.open_quantized_encoder(
-                fp32.path,  # type: ignore[attr-defined]
+                fp32.path,
                 tokenizer=self._model[0].tokenizer,
                 max_seq_length=self._max_seq_length,
                 reference=self._reference(),
@@ -191,7 +194,7 @@ class SentenceTransformerEmbedder:
         logger.info("search queries through the int8 encoder (%s)", encoder.path)
         return encoder
 
-    def _open_onnx(self, model: Any, path: Path) -> Callable[[list[str]], Any] | None:
+    def _open_onnx(self, model: Any, path: Path) -> OnnxQueryEncoder | None:
         """The ONNX Runtime query encoder, or None (torch only) when not wanted or when it cannot be had."""
         if self._runtime == "torch" or self._cache_dir is None or self._direct is None:
             return None
@@ -230,14 +233,15 @@ class SentenceTransformerEmbedder:
         """Like ``embed_sync`` but returns the float32 numpy array (no list conversion; used on the hot path).
 
         A few texts (a query) go straight through tokenizer, transformer, mean pooling and normalisation, the same
-        computation as ``encode`` without its per-call bookkeeping (sorting, batching, progress, device moves);
-        larger batches use ``encode``.
+        computation as ``encode`` without its per-call bookkeeping (sorting, batching, progress, device moves); on
+        ONNX Runtime texts of very different lengths run in separate batches (``OnnxQueryEncoder.grouped``). Larger
+        batches use ``encode``.
         """
         self._load()
         onnx = self._onnx
         if onnx is not None and 0 < len(texts) <= FAST_PATH_MAX_TEXTS:
             try:
-                return onnx(list(texts))
+                return onnx.grouped(texts)
             except Exception as exc:  # a broken session: torch from now on
                 logger.warning("ONNX Runtime embedding failed (%s: %s); using torch", type(exc).__name__, exc)
                 self._onnx = None
@@ -257,7 +261,7 @@ class SentenceTransformerEmbedder:
         encoder = self._query_encoder()
         if encoder is not None and encoder is not self._onnx and 0 < len(texts) <= FAST_PATH_MAX_TEXTS:
             try:
-                return encoder(list(texts))
+                return encoder.grouped(texts)
             except Exception as exc:  # a broken session: full precision from now on
                 logger.warning("int8 query encoder failed (%s: %s); queries stay fp32", type(exc).__name__, exc)
                 self._onnx_query = self._onnx
