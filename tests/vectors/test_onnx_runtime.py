@@ -319,3 +319,35 @@ def test_embedders_of_one_hub_share_one_loaded_model(shared_cache: Path, tmp_pat
     del first, second
     gc.collect()
     assert key not in module._LOADED
+
+
+def test_a_message_embedded_for_memory_is_not_embedded_again_for_routing(
+    shared_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import numpy as np
+
+    from hanzo_hub.config import EmbeddingSettings
+    from hanzo_hub.vectors import build_embedder
+    from hanzo_hub.vectors import st_embedder as module
+
+    cache = _int8_cache(shared_cache, tmp_path)
+    memory: Any = build_embedder("sentence-transformers", EmbeddingSettings(cache_path=cache), home=tmp_path)
+    router: Any = build_embedder("sentence-transformers", EmbeddingSettings(cache_path=cache), home=tmp_path)
+    assert memory.runtime_in_use == "onnx"
+    encoder = memory._onnx
+    runs: list[int] = []
+    real = encoder._run
+    monkeypatch.setattr(encoder, "_run", lambda batch: runs.append(len(batch["input_ids"])) or real(batch))
+    message = "book a table for two in Paris on Friday"
+    first = memory.embed_array_sync([message])
+    again = router.embed_array_sync([message])
+    assert runs == [1]  # one forward pass for both
+    assert np.array_equal(first, again)
+    again[0, 0] = 42.0  # callers get copies: the cache cannot be changed through them
+    assert np.array_equal(router.embed_array_sync([message]), first)
+    router.embed_array_sync([message, f"{message}, please"])  # batches are not cached
+    assert runs == [1, 2]
+    for i in range(module.RECENT_TEXTS + 1):
+        memory.embed_array_sync([f"text {i}"])
+    assert len(memory._shared.recent) == module.RECENT_TEXTS  # bounded; the oldest went first
+    assert message not in memory._shared.recent

@@ -20,6 +20,7 @@ import contextlib
 import logging
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +70,10 @@ def map_model_errors(what: str) -> Iterator[None]:
         raise EmbeddingError(f"{what} failed: {type(exc).__name__}") from exc
 
 
+RECENT_TEXTS = 128
+"""Single texts whose vectors a loaded model keeps: a chat turn's memory recall and routing embed one message."""
+
+
 @dataclass(eq=False)
 class _Loaded:
     """One load of a model and its ONNX encoders, shared by every embedder of the same model and runtime settings in
@@ -82,6 +87,22 @@ class _Loaded:
     int8: OnnxQueryEncoder | None = None
     int8_opened: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
+    recent: OrderedDict[str, Any] = field(default_factory=OrderedDict)
+
+    def remembered(self, text: str) -> Any:
+        """The vector of a recently embedded single ``text`` (a 1-row array), or None."""
+        with self.lock:
+            vector = self.recent.get(text)
+            if vector is not None:
+                self.recent.move_to_end(text)
+        return None if vector is None else vector[None, :].copy()
+
+    def remember(self, text: str, vector: Any) -> None:
+        with self.lock:
+            self.recent[text] = vector.copy()
+            self.recent.move_to_end(text)
+            while len(self.recent) > RECENT_TEXTS:
+                self.recent.popitem(last=False)
 
 
 _LOADED: weakref.WeakValueDictionary[tuple[object, ...], _Loaded] = weakref.WeakValueDictionary()
@@ -286,9 +307,20 @@ class SentenceTransformerEmbedder:
         A few texts (a query) go straight through tokenizer, transformer, mean pooling and normalisation, the same
         computation as ``encode`` without its per-call bookkeeping (sorting, batching, progress, device moves); on
         ONNX Runtime texts of very different lengths run in separate batches (``OnnxQueryEncoder.grouped``). Larger
-        batches use ``encode``.
+        batches use ``encode``. A single text embedded lately by any embedder sharing the model comes from a small
+        cache (``RECENT_TEXTS``): a chat turn's memory recall and its routing embed the same message once.
         """
         self._load()
+        shared = self._shared
+        if len(texts) == 1 and shared is not None:
+            vector = shared.remembered(texts[0])
+            if vector is None:
+                vector = self._embed_array(texts)
+                shared.remember(texts[0], vector[0])
+            return vector
+        return self._embed_array(texts)
+
+    def _embed_array(self, texts: Sequence[str]) -> Any:
         onnx = self._onnx
         if onnx is not None and 0 < len(texts) <= FAST_PATH_MAX_TEXTS:
             try:
