@@ -62,7 +62,7 @@ def cached(
 if __name__ == "__main__":
     from hanzo_hub.vectors.st_embedder import SentenceTransformerEmbedder
 
-    emb = SentenceTransformerEmbedder(threads=2, batch_size=64)
+    emb = SentenceTransformerEmbedder(threads=2, batch_size=64, cache_recent=False)
     items = load(int(sys.argv[1]) if len(sys.argv) > 1 else None)
     all_texts = texts_of(items)
     print(f"{len(items)} questions, {len(all_texts)} unique texts", file=sys.stderr)

@@ -213,7 +213,10 @@ def measure_latency(hs: list[Haystack], size: int, efs: list[int]) -> dict[str, 
     texts = list(dict.fromkeys(t for h in hs for t in h.texts if text_key(t) in store))
     vecs = np.stack([store[text_key(t)] for t in texts])
     queries = [h.question for h in hs]
-    inners = (SentenceTransformerEmbedder(runtime="torch"), SentenceTransformerEmbedder(cache_dir=ONNX_CACHE))
+    inners = (
+        SentenceTransformerEmbedder(runtime="torch", cache_recent=False),
+        SentenceTransformerEmbedder(cache_dir=ONNX_CACHE, cache_recent=False),
+    )
     result: dict[str, Any] = anyio.run(latency, texts, vecs, queries, inners, size, 512, efs)
     result["real turn vectors"] = len(texts)
     result["memory store hnsw:search_ef"] = MEMORY_SEARCH_EF

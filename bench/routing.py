@@ -121,7 +121,9 @@ def _embed_latency(texts: list[str]) -> dict[str, float]:
     Runtime, fp32) and through ``SentenceTransformer.encode`` (the reference), taking turns prompt by prompt."""
     from hanzo_hub.vectors.st_embedder import SentenceTransformerEmbedder
 
-    shipped = SentenceTransformerEmbedder(runtime="onnx", cache_dir=Path(__file__).resolve().parent / ".cache/models")
+    shipped = SentenceTransformerEmbedder(
+        runtime="onnx", cache_dir=Path(__file__).resolve().parent / ".cache/models", cache_recent=False
+    )
     if shipped.runtime_in_use != "onnx":
         raise SystemExit("the ONNX query path did not load")
     runs = {"shipped": lambda t: shipped.embed_array_sync([t]), "encode": lambda t: shipped.encode_array_sync([t])}

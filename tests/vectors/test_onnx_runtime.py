@@ -347,6 +347,10 @@ def test_a_message_embedded_for_memory_is_not_embedded_again_for_routing(
     assert np.array_equal(router.embed_array_sync([message]), first)
     router.embed_array_sync([message, f"{message}, please"])  # batches are not cached
     assert runs == [1, 2]
+    uncached = _embedder(cache, cache_recent=False)  # benchmarks: same shared load, no recent-vector cache
+    uncached.embed_array_sync([message])
+    assert uncached._onnx is encoder
+    assert runs == [1, 2, 1]
     for i in range(module.RECENT_TEXTS + 1):
         memory.embed_array_sync([f"text {i}"])
     assert len(memory._shared.recent) == module.RECENT_TEXTS  # bounded; the oldest went first

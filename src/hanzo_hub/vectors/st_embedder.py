@@ -129,6 +129,7 @@ class SentenceTransformerEmbedder:
         cache_dir: str | Path | None = None,
         onnx_threads: int | None = None,
         query_precision: Literal["fp32", "int8"] = "fp32",
+        cache_recent: bool = True,
     ) -> None:
         self._model_path = Path(model_path) if model_path is not None else None
         self._device = device
@@ -150,6 +151,8 @@ class SentenceTransformerEmbedder:
         self._load_lock = threading.Lock()
         self._limiter = anyio.CapacityLimiter(1)
         self._shared: _Loaded | None = None
+        self._cache_recent = cache_recent
+        """Whether single texts go through the shared load's recent-vector cache (benchmarks turn it off)."""
 
     @property
     def model_id(self) -> str:
@@ -312,7 +315,7 @@ class SentenceTransformerEmbedder:
         """
         self._load()
         shared = self._shared
-        if len(texts) == 1 and shared is not None:
+        if len(texts) == 1 and shared is not None and self._cache_recent:
             vector = shared.remembered(texts[0])
             if vector is None:
                 vector = self._embed_array(texts)
