@@ -355,3 +355,34 @@ def test_a_message_embedded_for_memory_is_not_embedded_again_for_routing(
         memory.embed_array_sync([f"text {i}"])
     assert len(memory._shared.recent) == module.RECENT_TEXTS  # bounded; the oldest went first
     assert message not in memory._shared.recent
+
+
+def test_embedders_sharing_a_model_embed_safely_from_many_threads(shared_cache: Path, tmp_path: Path) -> None:
+    """Memory, tool search and the router call the shared model from their own worker threads at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+
+    cache = _int8_cache(shared_cache, tmp_path)
+    a = _embedder(cache, query_precision="int8", cache_recent=False)
+    b = _embedder(cache, query_precision="int8", cache_recent=False)
+    assert a.query_runtime_in_use == "onnx-int8"
+    texts = _search_texts()
+    want = a.embed_array_sync(texts[:8])
+
+    def work(i: int) -> float:
+        embedder = (a, b)[i % 2]
+        calls = (
+            lambda: embedder.embed_array_sync(texts[:8]),
+            lambda: embedder.embed_queries_sync(texts[:3]),
+            lambda: embedder.embed_array_sync([texts[i % 8]]),
+            lambda: embedder.encode_array_sync(texts[:4]),
+        )
+        got = calls[i % 4]()
+        if i % 4 == 0:
+            return float(np.abs(got - want).max())
+        return 0.0 if got.shape[1] == 384 else 1.0
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        errors = list(pool.map(work, range(400)))
+    assert max(errors) < 1e-5

@@ -87,6 +87,9 @@ class _Loaded:
     int8: OnnxQueryEncoder | None = None
     int8_opened: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
+    running: threading.RLock = field(default_factory=threading.RLock)
+    """Held while the model runs: the embedders sharing it run in different worker threads, and a Hugging Face fast
+    tokenizer must not be used from two threads at once (it fails with "Already borrowed")."""
     recent: OrderedDict[str, Any] = field(default_factory=OrderedDict)
 
     def remembered(self, text: str) -> Any:
@@ -211,7 +214,7 @@ class SentenceTransformerEmbedder:
         self._load()
         shared = self._shared
         if self._query_precision == "int8" and not self._query_opened and shared is not None:
-            with shared.lock:  # quantized and loaded once for every embedder sharing the model
+            with shared.lock, shared.running:  # quantized once for every embedder sharing the model
                 if not shared.int8_opened:
                     shared.int8 = self._open_quantized()
                     shared.int8_opened = True
@@ -318,10 +321,15 @@ class SentenceTransformerEmbedder:
         if len(texts) == 1 and shared is not None and self._cache_recent:
             vector = shared.remembered(texts[0])
             if vector is None:
-                vector = self._embed_array(texts)
+                with shared.running:
+                    vector = self._embed_array(texts)
                 shared.remember(texts[0], vector[0])
             return vector
-        return self._embed_array(texts)
+        with self._running():
+            return self._embed_array(texts)
+
+    def _running(self) -> contextlib.AbstractContextManager[Any]:
+        return self._shared.running if self._shared is not None else contextlib.nullcontext()
 
     def _embed_array(self, texts: Sequence[str]) -> Any:
         onnx = self._onnx
@@ -347,7 +355,8 @@ class SentenceTransformerEmbedder:
         encoder = self._query_encoder()
         if encoder is not None and encoder is not self._onnx and 0 < len(texts) <= FAST_PATH_MAX_TEXTS:
             try:
-                return encoder.grouped(texts)
+                with self._running():
+                    return encoder.grouped(texts)
             except Exception as exc:  # a broken session: full precision from now on
                 logger.warning("int8 query encoder failed (%s: %s); queries stay fp32", type(exc).__name__, exc)
                 self._onnx_query = self._onnx
@@ -364,7 +373,7 @@ class SentenceTransformerEmbedder:
     def encode_array_sync(self, texts: Sequence[str]) -> Any:
         """Embed through ``SentenceTransformer.encode`` (the batch path; the benchmark's baseline for queries)."""
         model = self._load()
-        with map_model_errors("embedding"):
+        with map_model_errors("embedding"), self._running():
             import torch
 
             with torch.inference_mode():
