@@ -249,19 +249,21 @@ def evaluate(embed: CachedEmbedder, shipped_queries: QueryFn) -> dict[str, Any]:
     for set_name, (tools, queries) in sets.items():
         ids = [tool_id(t) for t in tools]
         per: dict[str, Any] = {}
+        catalog = set_name.startswith("Our catalog")
+
+        def scored(ranked: list[list[str]]) -> dict[str, float]:
+            return score(ranked, queries) | (split_scores(ranked, queries) if catalog else {})  # noqa: B023
+
         for method, (opts, params) in METHODS.items():
-            ranked = rank_all(build(tools, opts, params, embed), ids, queries, embed)
-            per[method] = score(ranked, queries)
-            if set_name.startswith("Our catalog"):
-                per[method].update(split_scores(ranked, queries))
+            retriever = build(tools, opts, params, embed)
+            ranked = rank_all(retriever, ids, queries, embed)
+            per[method] = scored(ranked)
             if method == PIPELINE_METHOD:
                 per["pipeline, fp32 queries (stage 1 top-20 -> <=15 tools, 4K tokens)"] = pipeline(
                     tools, ranked, queries
                 )
-                ranked = rank_all(build(tools, opts, params, embed), ids, queries, shipped_queries)
-                per[SHIPPED_METHOD] = score(ranked, queries)
-                if set_name.startswith("Our catalog"):
-                    per[SHIPPED_METHOD].update(split_scores(ranked, queries))
+                ranked = rank_all(retriever, ids, queries, shipped_queries)
+                per[SHIPPED_METHOD] = scored(ranked)
                 per[SHIPPED_PIPELINE] = pipeline(tools, ranked, queries)
         results[set_name] = per
         embed.save()  # a long run that dies later keeps the embeddings of the sets done so far

@@ -210,17 +210,15 @@ class RoutePlanner:
         A request cascades when it names no model, has no tools or images, its category is one of
         ``llm.cascade.categories``, and a cheaper and a better model are both eligible.
         """
-        categories = self.settings.llm.cascade.categories
-        if not categories or request.model is not None or _needs(request):
+        if not self.settings.llm.cascade.categories or request.model is not None or _needs(request):
             return None
         eligible = self.eligible(request)
         if len(eligible) < 2 or await self._ensure_router() is None or self._cascade is None:
             return None
         query = _query(request)
         vector = await self._vector(query)
-        router = self._cascade.router
-        features = router.features(vector)
-        if features[1] not in categories:
+        features = self._cascade.router.features(vector)
+        if not self._cascade.applies(features[1]):
             return None
         tokens_in = float(estimate_tokens(request))
         cheap = min(eligible, key=lambda m: (m.cost(tokens_in, request.max_tokens), TIER_ORDER[m.tier]))

@@ -220,8 +220,7 @@ class SentenceTransformerEmbedder:
                     shared.int8_opened = True
             with self._load_lock:
                 if not self._query_opened:
-                    int8 = shared.int8
-                    self._onnx_query = int8 if int8 is not None and int8 is not shared.onnx else self._onnx
+                    self._onnx_query = shared.int8 or self._onnx
                     self._query_opened = True
         return self._onnx_query
 
@@ -252,7 +251,7 @@ class SentenceTransformerEmbedder:
         return reference
 
     def _open_quantized(self) -> OnnxQueryEncoder | None:
-        """The int8 query encoder next to the fp32 one; the fp32 encoder (or None) when it cannot be had."""
+        """The int8 query encoder next to the fp32 one; None when it cannot be had (queries stay fp32)."""
         fp32 = self._onnx
         if fp32 is None or self._model is None:
             return None
@@ -268,7 +267,7 @@ class SentenceTransformerEmbedder:
             )
         except Exception as exc:  # quantizer missing, or the graph failed its check: full precision serves
             logger.warning("int8 query encoder unavailable (%s: %s); queries stay fp32", type(exc).__name__, exc)
-            return fp32
+            return None
         logger.info("search queries through the int8 encoder (%s)", encoder.path)
         return encoder
 
