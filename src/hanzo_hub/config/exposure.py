@@ -43,6 +43,12 @@ class ExposureSettings(_Model):
     model_path: Path | None = Field(
         default=None, description="A local sentence-transformers model folder (default: the bundled MiniLM)."
     )
+    query_adapter: str = Field(
+        default="bundled",
+        description="Map applied to tool-search query vectors before the dense search: 'bundled' (trained on "
+        "MetaTool's queries for the bundled MiniLM; used only when the embedder reproduces that model's probe "
+        "vectors), 'none', or the path of an .npz written by bench/train_query_adapter.py.",
+    )
     index_store: Literal["chroma", "memory"] = Field(
         default="chroma", description="Where tool vectors persist, keyed by content hash ('memory': not kept)."
     )

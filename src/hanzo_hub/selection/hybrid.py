@@ -94,11 +94,14 @@ class HybridRetriever:
         servers: Sequence[str],
         embed: Callable[[Sequence[str]], Matrix] | None,
         params: FusionParams = FusionParams(),
+        query_adapter: Callable[[Matrix], Matrix] | None = None,
     ) -> None:
         self.lexical = lexical
         self.dense = dense
         self.embed = embed
         self.params = params
+        self.query_adapter = query_adapter
+        """Maps query vectors (embedded here or passed in) before the dense search; tool vectors stay as stored."""
         self.servers = list(servers)
         names = sorted(set(self.servers))
         self._server_of = np.array([names.index(s) for s in self.servers], dtype=np.int64) if names else None
@@ -135,6 +138,8 @@ class HybridRetriever:
         out = [np.zeros(n, dtype=np.float64) for _ in texts]
         if self.dense is not None and p.dense_weight > 0 and (self.embed is not None or query_vectors is not None):
             vectors = query_vectors if query_vectors is not None else self.embed(texts)  # type: ignore[misc]
+            if self.query_adapter is not None:
+                vectors = self.query_adapter(vectors[: len(texts)])
             sims = self.dense.scores(vectors[: len(texts)])
             for row, acc in zip(sims, out, strict=False):
                 self._fuse(acc, _rank_dense(row, p.depth), p.dense_weight)

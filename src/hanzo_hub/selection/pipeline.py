@@ -110,10 +110,12 @@ class ToolSelector:
         text_options: TextOptions = DEFAULT_TEXT,
         counter: TokenCounter | None = None,
         seeds: Mapping[str, Any] | None = None,
+        query_adapter: Callable[[Matrix], Matrix] | None = None,
         **kwargs: Any,
     ) -> ToolSelector:
         """Index ``tools``: BM25 always; dense when an embedder is given (persisted in ``store`` when given;
-        ``seeds`` are precomputed vectors by content hash that the store sync uses instead of embedding).
+        ``seeds`` are precomputed vectors by content hash that the store sync uses instead of embedding;
+        ``query_adapter`` maps query vectors before the dense search, see :mod:`hanzo_hub.selection.adapter`).
 
         Raises:
             EmbeddingError: the embedder failed.
@@ -130,7 +132,8 @@ class ToolSelector:
             else:
                 dense = DenseIndex.from_vectors(ids, await embedder.embed(texts), embedder.dimension)
         embed = _matrix_embed(embedder) if embedder is not None else None
-        retriever = HybridRetriever(BM25Index(texts), dense, [str(t.get("server", "")) for t in tools], embed, params)
+        servers = [str(t.get("server", "")) for t in tools]
+        retriever = HybridRetriever(BM25Index(texts), dense, servers, embed, params, query_adapter)
         selector = cls(tools, retriever, embedder, counter=counter or default_counter(), **kwargs)
         selector.sync_stats = stats
         return selector
