@@ -31,6 +31,7 @@ def test_tools_search_ranks_snapshot_tools(make_settings: MakeSettings, hub_home
     assert 0 < len(names) <= 15
     assert body["tokens"] < body["all_tools_tokens"]
     assert body["llm_filter"] == "skipped"
+    assert body["query_adapter"] is False  # the bundled map is for MiniLM, not the hashing embedder
 
 
 def test_tools_search_in_a_profile(make_settings: MakeSettings, hub_home: Path) -> None:

@@ -227,13 +227,16 @@ def _cmd_tools(args: argparse.Namespace) -> int:
             "all_tools_tokens": selection.all_tokens,
             "llm_filter": selection.stage2,
             "note": selection.stage2_note,
+            "query_adapter": selection.query_adapter,
             "timings_ms": selection.timings_ms,
         }
         print(json.dumps(body, indent=2))
         return 0
     for rank, (name, score, tokens) in enumerate(rows, 1):
         print(f"{rank:>2}. {name:<60} score {score:<8} {tokens:>5} tokens")
-    print(f"{selection.tokens} of {selection.all_tokens} tool tokens; LLM filter: {selection.stage2}")
+    adapter = "on" if selection.query_adapter else "off"
+    tokens = f"{selection.tokens} of {selection.all_tokens} tool tokens"
+    print(f"{tokens}; LLM filter: {selection.stage2}; query adapter: {adapter}")
     return 0
 
 

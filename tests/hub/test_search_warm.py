@@ -49,6 +49,7 @@ async def test_first_find_tools_embeds_only_the_configured_servers(
     assert alpha
     assert found.structured_content is not None
     assert "api__http_get" in [tool["name"] for tool in found.structured_content["tools"][:3]]
+    assert found.structured_content["query_adapter"] is True  # the bundled map, for the bundled MiniLM
 
 
 async def test_warm_up_builds_the_index_before_the_first_query_and_stops_cleanly(

@@ -38,7 +38,10 @@ async def test_the_adapter_maps_queries_on_both_query_paths(tools: list[dict[str
 
     adapter = _swap(tools, "weather::get_forecast", "fs::read_file", embedder)
     mapped = await ToolSelector.build(tools, embedder=embedder, params=DENSE_ONLY, query_adapter=adapter)
-    assert (await mapped.select(query)).candidates[0].id == "fs::read_file"  # async path: vectors passed in
+    selection = await mapped.select(query)
+    assert selection.candidates[0].id == "fs::read_file"  # async path: vectors passed in
+    assert selection.query_adapter
+    assert not (await plain.select(query)).query_adapter
     assert mapped.stage1(query)[0].id == "fs::read_file"  # sync path: the retriever embeds
     # the tool vectors are untouched: the index holds what the embedder made
     assert mapped.retriever.dense is not None

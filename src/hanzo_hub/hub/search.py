@@ -424,5 +424,6 @@ def selection_result(selection: Selection, chosen: list[types.Tool]) -> types.Ca
         "all_tools_tokens": selection.all_tokens,
         "llm_filter": selection.stage2,
         "note": selection.stage2_note,
+        "query_adapter": selection.query_adapter,
     }
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=structured)

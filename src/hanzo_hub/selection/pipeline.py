@@ -68,6 +68,8 @@ class Selection:
     stage2: Stage2Status
     stage2_note: str
     timings_ms: dict[str, float] = field(default_factory=dict)
+    query_adapter: bool = False
+    """Whether the query vectors were mapped by a query adapter before the dense search."""
 
 
 class ToolSelector:
@@ -237,6 +239,7 @@ class ToolSelector:
             stage2=status,
             stage2_note=note,
             timings_ms=timings,
+            query_adapter=self.retriever.query_adapter is not None and self.retriever.dense is not None,
         )
 
 
