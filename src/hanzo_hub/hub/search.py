@@ -200,6 +200,7 @@ class ToolSearch:
         self._embedder: Embedder | None = None
         self._indexed: tuple[types.Tool, ...] | None = None
         self._selector: ToolSelector | None = None
+        self._adapter: tuple[QueryAdapter | None] | None = None  # loaded once per embedder, not per re-index
         self._lock = anyio.Lock()
         self.shared_promoted: dict[str, None] = {}
 
@@ -287,9 +288,9 @@ class ToolSearch:
                 seeds = None
                 if store is not None and embedder is not None:
                     seeds = await anyio.to_thread.run_sync(load_tool_vectors, embedder.model_id)
-                adapter = None
-                if embedder is not None:
-                    adapter = await anyio.to_thread.run_sync(self._query_adapter, embedder)
+                if embedder is not None and self._adapter is None:
+                    self._adapter = (await anyio.to_thread.run_sync(self._query_adapter, embedder),)
+                adapter = self._adapter[0] if embedder is not None and self._adapter is not None else None
                 self._selector = await ToolSelector.build(
                     rows,
                     embedder=embedder,

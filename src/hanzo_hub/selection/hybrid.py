@@ -137,10 +137,10 @@ class HybridRetriever:
         n = len(self.servers)
         out = [np.zeros(n, dtype=np.float64) for _ in texts]
         if self.dense is not None and p.dense_weight > 0 and (self.embed is not None or query_vectors is not None):
-            vectors = query_vectors if query_vectors is not None else self.embed(texts)  # type: ignore[misc]
+            vectors = (query_vectors if query_vectors is not None else self.embed(texts))[: len(texts)]  # type: ignore[misc]
             if self.query_adapter is not None:
-                vectors = self.query_adapter(vectors[: len(texts)])
-            sims = self.dense.scores(vectors[: len(texts)])
+                vectors = self.query_adapter(vectors)
+            sims = self.dense.scores(vectors)
             for row, acc in zip(sims, out, strict=False):
                 self._fuse(acc, _rank_dense(row, p.depth), p.dense_weight)
         if self.lexical is not None and p.lexical_weight > 0:
