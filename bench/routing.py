@@ -12,6 +12,8 @@ Protocol (fixed before looking at held-out results; see ``--tune`` for how the s
    same reward model trained with full information (both outcomes; labelled, not the bandit) and the oracle.
 ``--tune`` replaces the held-out halves by a 30% validation slice of the learning halves (streaming over the other
 70%): the only mode used to choose settings. ``--features hash`` uses hashed n-grams instead of MiniLM.
+``--seed N`` repeats the whole protocol with another split, stream order and model seed (results ``-seedN``);
+``bench/routing_seeds.py`` runs several seeds and reports their spread (seed 0 is the committed main run).
 Run: ``python bench/routing.py`` (writes bench/results/routing[-tune|-hash].json and .md).
 """
 
@@ -236,15 +238,16 @@ def main() -> None:
     ap.add_argument("--settings", default="{}", help="BanditSettings overrides as JSON (tune mode only)")
     ap.add_argument("--tag", default="", help="suffix of the result files")
     ap.add_argument("--sets", default="mmlu,gsm8k,mt_bench", help="comma-separated subset (tune mode only)")
+    ap.add_argument("--seed", type=int, default=SEED, help="split, stream order and model seed (default 0)")
     args = ap.parse_args()
     global SETTINGS
     overrides = json.loads(args.settings)
     if overrides and not args.tune:
         raise SystemExit("--settings is for --tune runs: held-out runs use the committed defaults")
-    SETTINGS = replace(SETTINGS, **overrides)
+    SETTINGS = replace(SETTINGS, **{"seed": args.seed, **overrides})
     torch.set_num_threads(int(os.environ.get("HANZO_BENCH_THREADS", "1")))
-    torch.manual_seed(SEED)
-    rng = np.random.default_rng(SEED)
+    torch.manual_seed(args.seed)
+    rng = np.random.default_rng(args.seed)
     sets = [s for s in load_all() if s.name in args.sets.split(",")]
     if len(sets) < 3 and not args.tune:
         raise SystemExit("--sets is for --tune runs: held-out runs use all three sets")
@@ -269,7 +272,7 @@ def main() -> None:
         s.name: _evaluate(router, full, s, vecs[si], costs[si], splits[si][1], (knn_x, knn_gain), rng)
         for si, s in enumerate(sets)
     }
-    cascade = routing_cascade.build_cascade(_build_router(vecs[0].shape[1], proto))
+    cascade = routing_cascade.build_cascade(_build_router(vecs[0].shape[1], proto), args.seed)
     cascade_online = routing_cascade.online(cascade, stream, sets, vecs, costs)
     for si, s in enumerate(sets):
         held[s.name]["cascade"] = routing_cascade.evaluate(cascade, s, vecs[si], costs[si], splits[si][1], _scores, rng)
@@ -281,7 +284,7 @@ def main() -> None:
         "features": args.features,
         "mode": "tune (validation slice of the learning halves)" if args.tune else "held-out",
         "protocol": __doc__,
-        "seed": SEED,
+        "seed": args.seed,
         "settings": asdict(SETTINGS),
         "target_cost_share": TARGET_COST_SHARE,
         "online": online,
@@ -295,6 +298,7 @@ def main() -> None:
     }
     RESULTS.mkdir(exist_ok=True)
     suffix = ("-tune" if args.tune else "") + ("" if args.features == "minilm" else f"-{args.features}") + args.tag
+    suffix += f"-seed{args.seed}" if args.seed != SEED else ""
     (RESULTS / f"routing{suffix}.json").write_text(json.dumps(result, indent=2))
     from routing_report import markdown
 

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
-from hanzo_hub.llm.escalation import Escalator, LearnedCascade
+from hanzo_hub.llm.escalation import ESCALATION_SETTINGS, Escalator, LearnedCascade
 from hanzo_hub.llm.router import Policy, Router, RouteRequest
 from routing_data import STRONG, WEAK, ReplaySet
 from routing_metrics import summarize
@@ -26,8 +27,9 @@ from routing_metrics import summarize
 CASCADE_CATEGORIES = frozenset({"math"})
 
 
-def build_cascade(router: Router) -> LearnedCascade:
-    return LearnedCascade(router, Escalator(len(router.classifier.categories)), CASCADE_CATEGORIES)
+def build_cascade(router: Router, seed: int = 0) -> LearnedCascade:
+    escalator = Escalator(len(router.classifier.categories), replace(ESCALATION_SETTINGS, seed=seed))
+    return LearnedCascade(router, escalator, CASCADE_CATEGORIES)
 
 
 def _cascaded(cascade: LearnedCascade, s: ReplaySet, category: str) -> bool:

@@ -156,6 +156,42 @@ async def test_feedback_rewards_the_routed_request_and_persists(
     assert (settings.home / "llm" / "router.npz").is_file()
 
 
+async def test_balanced_pacer_state_is_shown_saved_and_restored_across_restarts(
+    make_settings: MakeSettings, provider_server: ProviderServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(llm_route, "ROUTER_MIN_FEEDBACK", 1)
+    # small costs ~7% of big per request: above a 2% target, so every balanced route raises the price of a dollar
+    section = llm_section(provider_server, router={"target_cost_share": 0.02})
+    settings = make_settings({"alpha": inproc("alpha")}, llm=section, backends=BACKENDS, memory=NO_MEMORY)
+    async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
+        before = (await _read(client, "llm://models"))["router"]
+        first = await client.call_tool("llm__complete", {"prompt": "write a haiku about the sea"})
+        assert first.structured_content is not None
+        await client.call_tool("llm__feedback", {"request_id": first.structured_content["request_id"], "rating": 1})
+        for _ in range(5):
+            assert not (await client.call_tool("llm__complete", {"prompt": "and one about rain"})).is_error
+        during = (await _read(client, "llm://models"))["router"]
+    assert before == {"built": False, "target_cost_share": 0.02, "min_ratings": 1}
+    assert during["built"]
+    assert during["ratings"] == 1
+    # five paced routes, each spending at least small's ~7% of big's cost against a 2% target: lam rises by at
+    # least 0.02 * 0.03 per route from its start at 0.1
+    assert during["balanced_lam"] > 0.1 + 4 * 0.02 * 0.03
+    saved = json.loads((settings.home / "llm" / "router_state.json").read_text())
+    assert saved == {"models": ["small", "big"], "lam": during["balanced_lam"], "cost_scale": during["cost_scale"]}
+
+    async with Hub.open(settings) as hub:
+        router = await hub.llm.planner._ensure_router()
+    assert router is not None
+    assert (router.lam(llm_route.Policy()), router.cost_scale) == (saved["lam"], saved["cost_scale"])
+
+    (settings.home / "llm" / "router_state.json").write_text("{not json")
+    async with Hub.open(settings) as hub:
+        router = await hub.llm.planner._ensure_router()
+    assert router is not None  # an unreadable state is ignored: a fresh pacer, the router still builds
+    assert router.lam(llm_route.Policy()) == 0.1
+
+
 async def test_models_resource_lists_the_routable_models(
     make_settings: MakeSettings, provider_server: ProviderServer
 ) -> None:

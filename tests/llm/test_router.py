@@ -12,7 +12,7 @@ from hanzo_hub.llm.bandit import BanditSettings, NeuralThompsonBandit
 from hanzo_hub.llm.cascade import Cascade
 from hanzo_hub.llm.classify import CATEGORIES, PROTOTYPES, CategoryClassifier
 from hanzo_hub.llm.registry import load_registry
-from hanzo_hub.llm.router import CostPacer, Policy, Router, RouteRequest
+from hanzo_hub.llm.router import CostPacer, Policy, Router, RouteRequest, RouterState
 
 DIM = 64
 MODELS = ["llama-3.1-8b-instant", "gpt-4o-mini", "gpt-4o"]
@@ -122,6 +122,44 @@ def test_pacer_raises_lam_when_spending_above_target() -> None:
     for _ in range(100):
         pacer.observe(0.0)
     assert pacer.lam == 0.0
+
+
+def test_balanced_routing_is_paced_and_other_policies_leave_the_pacer_alone() -> None:
+    router = _router(pacer=CostPacer(target=0.05, lam=0.0))
+    # quality rises with price, so an unpaced router asks gpt-4o, far above a 5% cost share
+    for _ in range(100):
+        for arm, q in enumerate([0.6, 0.7, 0.8]):
+            router.feedback(router.route(_req(Policy(kind="pinned", model=MODELS[arm]))), q)
+    assert router.pacer is not None
+    assert router.pacer.lam == 0.0  # pinned requests are not paced
+    for _ in range(20):
+        router.route(_req(Policy(kind="quality_first")))
+        router.route(_req(Policy(lam=0.0)))
+    assert router.pacer.lam == 0.0
+    picks = [router.route(_req(Policy())).model for _ in range(200)]
+    assert router.pacer.lam > 0.1  # balanced spend ran above 5%, so a dollar got dearer ...
+    assert picks[-50:].count("gpt-4o") < picks[:50].count("gpt-4o")  # ... and the dear model is asked less
+    assert router.lam(Policy()) == router.pacer.lam
+    assert router.lam(Policy(kind="quality_first")) == 0.02
+
+
+def test_router_state_round_trips_and_rejects_garbage() -> None:
+    router = _router(pacer=CostPacer(target=0.45))
+    router.route(_req(Policy()))
+    assert router.pacer is not None
+    router.pacer.lam = 0.37
+    saved = router.state.to_json()
+    assert saved == {"lam": 0.37, "cost_scale": router.cost_scale}
+    fresh = _router(pacer=CostPacer(target=0.45))
+    fresh.restore(RouterState.from_json(saved))
+    assert (fresh.lam(Policy()), fresh.cost_scale) == (0.37, router.cost_scale)
+    unpaced = _router()
+    unpaced.restore(RouterState.from_json(saved))  # no pacer: the saved price is not used
+    assert unpaced.lam(Policy()) == 0.1
+    for bad in ([], {"lam": -1}, {"lam": "0.3"}, {"cost_scale": float("inf")}, {"lam": True}):
+        with pytest.raises(ValueError, match="router state"):
+            RouterState.from_json(bad)
+    assert RouterState.from_json({}) == RouterState(None, None)
 
 
 def test_classifier_picks_prototype_category() -> None:

@@ -20,6 +20,7 @@ __all__ = [
     "ProviderSpec",
     "RateLimitSettings",
     "RateLimitSpec",
+    "RouterSettings",
 ]
 
 QueryCategory = Literal[
@@ -81,6 +82,22 @@ class CascadeSettings(_Model):
     )
 
 
+class RouterSettings(_Model):
+    """How the router prices a dollar under the ``balanced`` policy."""
+
+    target_cost_share: float | None = Field(
+        default=0.45,
+        gt=0,
+        le=1,
+        description="Balanced routing spends about this share of what always asking the dearest eligible model "
+        "would cost: a pacer raises the price of a dollar while spend runs above it and lowers it below. null: a "
+        "fixed price (the policy's default). quality_first, cost_first and an explicit lam are never paced.",
+    )
+    pacer_step: float = Field(
+        default=0.02, gt=0, le=1, description="How fast the pacer's price moves per routed request."
+    )
+
+
 class LlmSettings(_Model):
     """Routed completion. Off until at least one provider is configured (or the client can sample)."""
 
@@ -115,6 +132,7 @@ class LlmSettings(_Model):
         default=30.0, ge=0, description="Seconds a deployment is skipped after it used up its retries."
     )
     cascade: CascadeSettings = Field(default_factory=CascadeSettings)
+    router: RouterSettings = Field(default_factory=RouterSettings)
     budgets: BudgetSettings = Field(default_factory=BudgetSettings)
     rate_limits: RateLimitSettings = Field(default_factory=RateLimitSettings)
     log_prompts: bool = Field(default=False, description="Write prompt and answer text into logs/llm.jsonl.")

@@ -2,8 +2,9 @@
 
 Tools: ``complete`` (one routed completion; the result names the model, provider, cost, usage, the routing reason
 and a request id), ``chat`` (the whole seed pipeline in one call: ``hub/chat.py``) and ``feedback`` (rate a
-request id: the router learns from it). Resources: ``llm://models`` (the routable models and whether their provider
-is configured) and ``llm://usage`` (the asking user's spend by model, project and day).
+request id: the router learns from it). Resources: ``llm://models`` (the routable models, whether their provider
+is configured, and the router's state: ratings learned from, the balanced policy's pacer price) and
+``llm://usage`` (the asking user's spend by model, project and day).
 
 It is mounted like the memory server (``hub/memory_mount.py``): started on first use, with the hub stamping who is
 asking (user, project, session) into each forwarded request's ``_meta``; anything a client put there is overwritten.
@@ -246,7 +247,7 @@ def _register_resources(mcp: MCPServer, runtime: LlmRuntime, local_user: str) ->
             {**m.model_dump(mode="json"), "configured": m.provider in configured, "routed": m.id in candidates}
             for m in runtime.registry
         ]
-        return json.dumps({"models": rows}, sort_keys=True)
+        return json.dumps({"models": rows, "router": runtime.planner.describe()}, sort_keys=True)
 
     @mcp.resource("llm://usage", mime_type="application/json", description="Your LLM spend by model, project, day.")
     async def usage() -> str:

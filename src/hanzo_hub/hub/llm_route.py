@@ -14,7 +14,9 @@ best model answers too.
 
 Each decision is kept under the gateway's request id (bounded), so ``feedback`` can reward it later; the bandit is
 saved after every rating (``<home>/llm/router.npz``, the escalator in ``escalator.npz``) and each rating appended to
-``<home>/llm/feedback.jsonl``.
+``<home>/llm/feedback.jsonl``. Under the ``balanced`` policy a cost pacer (``llm.router.target_cost_share``) prices a
+dollar; its price and the router's cost scale are saved in ``router_state.json`` with every rating and when the hub
+stops, so a restart goes on where it left off.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
+import tempfile
 import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -38,7 +42,7 @@ from hanzo_hub.config import HubSettings
 from hanzo_hub.errors import CompletionError, NoEligibleModel
 from hanzo_hub.llm.escalation import CascadeDecision, Escalator, LearnedCascade
 from hanzo_hub.llm.registry import TIER_ORDER, ModelRegistry, ModelSpec
-from hanzo_hub.llm.router import Policy, RouteDecision, Router, RouteRequest
+from hanzo_hub.llm.router import CostPacer, Policy, RouteDecision, Router, RouteRequest, RouterState
 from hanzo_hub.llm.types import ChatRequest, ImagePart
 from hanzo_hub.vectors import build_embedder
 from hanzo_hub.vectors.base import Embedder
@@ -53,6 +57,7 @@ MAX_DECISIONS = 10_000
 """Decisions remembered for feedback (oldest forgotten first)."""
 ROUTER_FILE = "router.npz"
 ESCALATOR_FILE = "escalator.npz"
+STATE_FILE = "router_state.json"
 RECENT_VECTORS = 64
 """Query embeddings kept for reuse (the cascade's check and the route of one request embed the same text)."""
 FEEDBACK_FILE = "feedback.jsonl"
@@ -299,7 +304,12 @@ class RoutePlanner:
                 loaded = NeuralThompsonBandit.load(saved)
                 bandit = loaded if loaded.arms == tuple(models) and loaded.dim == dim else None
         self._embedder = embedder
-        router = Router(self.registry.subset(models), classifier, bandit or NeuralThompsonBandit(models, dim))
+        paced = self.settings.llm.router
+        pacer = None if paced.target_cost_share is None else CostPacer(paced.target_cost_share, step=paced.pacer_step)
+        router = Router(self.registry.subset(models), classifier, bandit or NeuralThompsonBandit(models, dim), pacer)
+        state = self._load_state(models)
+        if state is not None:
+            router.restore(state)
         n_cat = len(classifier.categories)
         escalator = None
         if (self.dir / ESCALATOR_FILE).is_file():
@@ -308,6 +318,58 @@ class RoutePlanner:
         categories = frozenset(self.settings.llm.cascade.categories)
         self._cascade = LearnedCascade(router, escalator or Escalator(n_cat), categories)
         return router
+
+    def _load_state(self, models: list[str]) -> RouterState | None:
+        """The saved pacer price and cost scale, if saved for these models; an unreadable file is logged and ignored."""
+        path = self.dir / STATE_FILE
+        if not path.is_file():
+            return None
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if data.get("models") != models:
+                logger.info("router state in %s is for other models; starting afresh", path)
+                return None
+            return RouterState.from_json(data)
+        except (OSError, ValueError, AttributeError) as exc:
+            logger.warning("ignoring the unreadable router state %s: %s", path, exc)
+            return None
+
+    def describe(self) -> dict[str, Any]:
+        """The router's state for ``llm://models``: whether it is built, ratings, the pacer's target and price."""
+        router = self._router
+        out: dict[str, Any] = {
+            "built": router is not None,
+            "target_cost_share": self.settings.llm.router.target_cost_share,
+            "min_ratings": ROUTER_MIN_FEEDBACK,
+        }
+        if router is not None:
+            out |= {"ratings": router.bandit.steps, "balanced_lam": router.lam(Policy()), **router.state.to_json()}
+            out.pop("lam")
+        return out
+
+    def save_state(self) -> None:
+        """Write the router's pacer price and cost scale (atomically: a crash leaves the old file or the new one)."""
+        router = self._router
+        if router is None:
+            return
+        self.dir.mkdir(parents=True, exist_ok=True)
+        data = {"models": list(router.registry.ids()), **router.state.to_json()}
+        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=f".{STATE_FILE}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(data, fh)
+            os.replace(tmp, self.dir / STATE_FILE)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    async def close(self) -> None:
+        """Persist what is not saved with every rating (the pacer's price, the cost scale); never raises."""
+        try:
+            await anyio.to_thread.run_sync(self.save_state)
+        except OSError as exc:
+            logger.warning("could not save the router state: %s", exc)
 
     # -- feedback -----------------------------------------------------------------------------------------------
 
@@ -344,6 +406,7 @@ class RoutePlanner:
     def _persist(self, router: Router, request_id: str, model: str, quality: float, user: str, cascaded: bool) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         router.bandit.save(self.dir / ROUTER_FILE)
+        self.save_state()
         if cascaded and self._cascade is not None:
             self._cascade.escalator.save(self.dir / ESCALATOR_FILE)
         line = {"ts": time.time(), "request_id": request_id, "model": model, "quality": quality, "user": user}

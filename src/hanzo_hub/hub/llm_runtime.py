@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import mcp_types as types
 
 from hanzo_hub.config import HubSettings
@@ -69,6 +70,8 @@ class LlmRuntime:
                 yield self
             finally:
                 self.completer, self.ledger = None, None
+                with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                    await self.planner.close()
 
     @property
     def available(self) -> bool:

@@ -138,7 +138,7 @@ class LearnedCascade:
         xe = self.escalator.features(question, answer, x[-n_cat:])
         extra = float(costs[bi])
         esc = self.escalator.decide(xe, extra, router.lam(req.policy), scale)
-        router.spent(float(costs[ci]) + (extra if esc.escalate else 0.0), top)
+        router.spent(float(costs[ci]) + (extra if esc.escalate else 0.0), top, req.policy)
         model, arm = (best, bi) if esc.escalate else (cheap, ci)
         router.bandit.record_pull(arm)
         reason = f"cascade: {'escalated from' if esc.escalate else 'kept'} {cheap} ({esc.reason}), category={category}"

@@ -25,7 +25,7 @@ from hanzo_hub.llm.bandit import NeuralThompsonBandit
 from hanzo_hub.llm.classify import CategoryClassifier
 from hanzo_hub.llm.registry import ModelRegistry, ModelSpec
 
-__all__ = ["POLICY_LAMBDA", "CostPacer", "Policy", "RouteDecision", "RouteRequest", "Router"]
+__all__ = ["POLICY_LAMBDA", "CostPacer", "Policy", "RouteDecision", "RouteRequest", "Router", "RouterState"]
 
 logger = logging.getLogger(__name__)
 FloatArray = npt.NDArray[np.float32]
@@ -77,12 +77,36 @@ class RouteDecision:
 class CostPacer:
     """Adapts ``lam`` so that spend / reference spend (the dearest eligible model's cost) tracks ``target``."""
 
-    def __init__(self, target: float, lam: float = 0.1, step: float = PACER_STEP) -> None:
+    def __init__(self, target: float, lam: float = POLICY_LAMBDA["balanced"], step: float = PACER_STEP) -> None:
         self.target, self.lam, self.step = target, lam, step
 
     def observe(self, spent: float, reference: float = 1.0) -> None:
         """One request's cost and its reference cost, both in units of the router's cost scale."""
         self.lam = max(0.0, self.lam + self.step * (spent - self.target * reference))
+
+
+@dataclass(frozen=True)
+class RouterState:
+    """What the router learned besides its bandit: the pacer's ``lam`` and the running cost scale (persisted)."""
+
+    lam: float | None
+    cost_scale: float | None
+
+    def to_json(self) -> dict[str, float | None]:
+        return {"lam": self.lam, "cost_scale": self.cost_scale}
+
+    @classmethod
+    def from_json(cls, data: object) -> RouterState:
+        """Parse a saved state; anything but finite non-negative numbers (or null) is a ``ValueError``."""
+        if not isinstance(data, dict):
+            raise ValueError("a router state must be a JSON object")
+        values = []
+        for key in ("lam", "cost_scale"):
+            v = data.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < float("inf")):
+                raise ValueError(f"router state: '{key}' must be a finite number >= 0 or null, not {v!r}")
+            values.append(None if v is None else float(v))
+        return cls(values[0], values[1] or None)
 
 
 class Router:
@@ -155,7 +179,7 @@ class Router:
         top, scale = self.scale(costs, eligible)
         arm, why = self.bandit.choose(x, costs, lam, eligible, cost_scale=scale)
         self.bandit.record_pull(arm)
-        self.spent(float(costs[arm]), top)
+        self.spent(float(costs[arm]), top, req.policy)
         reason = f"{why}, policy={req.policy.kind}, lam={lam:.3f}, category={category}"
         return RouteDecision(self.models[arm].id, category, reason, float(costs[arm]), x, arm)
 
@@ -166,10 +190,17 @@ class Router:
         self.cost_scale = scale
         return top, scale
 
-    def spent(self, cost: float, top: float) -> None:
-        """Tell the pacer what a request cost against its dearest option (in dollars)."""
-        if self.pacer is not None and self.cost_scale:
+    def spent(self, cost: float, top: float, policy: Policy) -> None:
+        """Tell the pacer what a request priced by it cost against its dearest option (in dollars).
+
+        Requests under another policy (or an explicit ``lam``) are not paced, so they do not move its price.
+        """
+        if self.pacer is not None and self.cost_scale and self.paced(policy):
             self.pacer.observe(cost / self.cost_scale, top / self.cost_scale)
+
+    def paced(self, policy: Policy) -> bool:
+        """Whether ``policy``'s price of a dollar is the pacer's (``balanced`` with no explicit ``lam``)."""
+        return self.pacer is not None and policy.kind == "balanced" and policy.lam is None
 
     def lam(self, policy: Policy) -> float:
         """The price of a dollar (in quality units per cost scale) under ``policy``."""
@@ -178,6 +209,17 @@ class Router:
         if self.pacer is not None and policy.kind == "balanced":
             return self.pacer.lam
         return POLICY_LAMBDA[policy.kind]
+
+    @property
+    def state(self) -> RouterState:
+        """The pacer's price and the cost scale, to persist beside the bandit."""
+        return RouterState(self.pacer.lam if self.pacer else None, self.cost_scale)
+
+    def restore(self, state: RouterState) -> None:
+        """Continue from a saved :attr:`state` (a saved ``lam`` is ignored when this router has no pacer)."""
+        if self.pacer is not None and state.lam is not None:
+            self.pacer.lam = state.lam
+        self.cost_scale = state.cost_scale
 
     def feedback(self, decision: RouteDecision, quality: float, tokens_out: float | None = None) -> None:
         """Reward in [0, 1] for a routed request: an explicit rating, or an implicit signal (regeneration = 0).
