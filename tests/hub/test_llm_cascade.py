@@ -135,3 +135,52 @@ async def test_the_cascade_check_and_the_route_share_one_query_embedding(
         await planner.route(ask)
         await planner.cascade_plan(ask)
     assert calls == []  # the route and a second look reuse the vector of the first
+
+
+MID = {"id": "mid", "provider": "p", "api": "openai_compat", "price_in": 3.0, "price_out": 6.0,
+       "context_window": 32000, "capabilities": ["tools"], "tier": "mid"}  # fmt: skip
+
+
+async def test_with_a_mid_tier_model_the_cascade_climbs_fast_mid_best_and_saves_each_rungs_escalator(
+    make_settings: MakeSettings, provider_server: ProviderServer
+) -> None:
+    provider_server.script(
+        "p",
+        Answer("3 + 4 = 7. #### 7", usage=(100, 20)),  # request 1: small, kept (rung 0's warm-up keeps first)
+        Answer("3 + 4 = 8. #### 8", usage=(100, 20)),  # request 2: small, escalated ...
+        Answer("3 + 4 = 7. #### 7", usage=(100, 30)),  # ... to mid, kept (rung 1's warm-up keeps first)
+    )
+    section = _cascading(provider_server)
+    section["models"] = [*section["models"], MID]  # type: ignore[list-item]
+    section["route_models"] = ["small", "mid", "big"]
+    settings = make_settings({"alpha": inproc("alpha")}, llm=section, backends=BACKENDS, memory=NO_MEMORY)
+    async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
+        plan = await hub.llm.planner.cascade_plan(ChatRequest(messages=(ChatMessage(role="user", content="3+4?"),)))
+        first = await client.call_tool("llm__complete", {"prompt": "Tom has 3 apples and buys 4. How many?"})
+        second = await client.call_tool("llm__complete", {"prompt": "Ann has 3 pens and buys 4. How many?"})
+        assert second.structured_content is not None
+        rated = await client.call_tool(
+            "llm__feedback", {"request_id": second.structured_content["request_id"], "rating": 1}
+        )
+        cascade = hub.llm.planner._cascade
+        assert cascade is not None
+        steps = [e.bandit.steps for e in cascade.escalators]
+    assert plan is not None
+    assert plan.ladder == ("small", "mid", "big")
+    assert first.structured_content is not None
+    assert first.structured_content["model"] == "small"
+    s = second.structured_content
+    assert s["model"] == "mid"
+    assert s["reason"].startswith("cascade: escalated from small (")
+    assert ", then kept mid (" in s["reason"]
+    assert s["cost_usd"] == pytest.approx((100 * 1.0 + 20 * 2.0) / 1e6 + (100 * 3.0 + 30 * 6.0) / 1e6)
+    assert [r.body["model"] for r in provider_server.requests("p")] == ["small", "small", "mid"]
+    assert rated.structured_content == {"request_id": s["request_id"], "model": "mid", "quality": 1.0}
+    assert steps == [1, 1]  # the rating trained both rungs' escalators
+    assert (settings.home / "llm" / "escalator.npz").is_file()
+    assert (settings.home / "llm" / "escalator-1.npz").is_file()
+    async with Hub.open(settings) as hub:  # both come back after a restart
+        await hub.llm.planner._ensure_router()
+        cascade = hub.llm.planner._cascade
+        assert cascade is not None
+        assert [e.bandit.steps for e in cascade.escalators] == [1, 1]

@@ -9,7 +9,7 @@ import pytest
 
 from hanzo_hub.config import HubSettings
 from hanzo_hub.errors import NoEligibleModel
-from hanzo_hub.hub.llm_route import RoutePlanner, tier_order
+from hanzo_hub.hub.llm_route import RoutePlanner, cascade_ladder, tier_order
 from hanzo_hub.hub.sampling import to_chat_request, to_create_message_result
 from hanzo_hub.llm.registry import load_registry
 from hanzo_hub.llm.types import ChatMessage, ChatRequest, ChatResult, ToolCall, ToolSpec
@@ -37,6 +37,24 @@ def _ask(text: str, **extra: object) -> ChatRequest:
 def test_tier_order_follows_the_policy(tmp_path: Path, policy: str, order: list[str]) -> None:
     planner = _planner(tmp_path, models=[*MODELS, TINY])
     assert [m.id for m in tier_order(planner.candidates(), policy)] == order
+
+
+MID = {**TINY, "id": "mid", "price_in": 3.0, "price_out": 6.0, "context_window": 32000, "tier": "mid"}
+MID2 = {**MID, "id": "mid2", "price_in": 4.0}
+
+
+def test_cascade_ladder_is_cheapest_then_the_cheapest_mid_then_the_best(tmp_path: Path) -> None:
+    planner = _planner(tmp_path, models=[*MODELS, MID, MID2])
+    by_id = {m.id: m for m in planner.candidates()}
+
+    def ladder(*ids: str) -> list[str]:
+        return [m.id for m in cascade_ladder([by_id[i] for i in ids], 100, 100)]
+
+    assert ladder("big", "mid2", "small", "mid") == ["small", "mid", "big"]
+    assert ladder("small", "big") == ["small", "big"]
+    assert ladder("mid2", "big") == ["mid2", "big"]  # no fast model: the mid one is the cheapest rung
+    assert ladder("big") == ["big"]  # one rung: no cascade
+    assert ladder("small", "mid") == ["small", "mid"]  # mid is the best eligible
 
 
 def test_candidates_default_to_every_model_of_a_configured_provider(tmp_path: Path) -> None:

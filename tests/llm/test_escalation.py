@@ -103,3 +103,41 @@ def test_learned_cascade_prices_with_the_router_and_trains_both_models() -> None
     assert cascade.escalator.bandit.steps == 2
     assert router.bandit.steps == 2
     assert list(router.bandit.buffer.arm[:2]) == [registry.ids().index(CHEAP), registry.ids().index(BEST)]
+
+
+def test_a_three_rung_ladder_escalates_step_by_step_and_a_rating_trains_every_rung() -> None:
+    mid = "claude-3-5-haiku"
+    registry = load_registry().subset([CHEAP, mid, BEST])
+    assert [registry[m].tier for m in (CHEAP, mid, BEST)] == ["fast", "mid", "best"]
+    classifier = CategoryClassifier.from_prototypes(_hash_embed)
+    settings = BanditSettings(hidden=16, warmup_per_arm=0, explore_floor=0.0)
+    router = Router(registry, classifier, NeuralThompsonBandit(registry.ids(), DIM + len(CATEGORIES), settings),
+                    CostPacer(0.1, lam=0.0, step=1.0))  # fmt: skip
+    cascade = LearnedCascade(router, Escalator(len(CATEGORIES)), frozenset({"math"}))
+    req = RouteRequest(_hash_embed(["how many pens in all"])[0], 200.0, 100.0, policy=Policy())
+    features = router.features(req.embedding)
+    wrong = "3 + 4 = 8. #### 8"
+    cascade.decide(req, features, "How many pens?", CHEAP, mid, wrong, final=False)  # warm-up: keep
+    up = cascade.decide(req, features, "How many pens?", CHEAP, mid, wrong, final=False)  # warm-up: escalate
+    assert up.model == mid
+    assert len(cascade.escalators) == 1
+    lam_after_first_rung = router.pacer.lam if router.pacer else 0.0
+    assert lam_after_first_rung > 0.1  # the escalation to mid spent more than 10% of the best model's cost
+    kept = cascade.decide(req, features, "How many pens?", mid, BEST, "3 + 4 = 7. #### 7", earlier=up)
+    # rung 1 has its own, fresh escalator (its warm-up keeps first)
+    assert len(cascade.escalators) == 2
+    assert [rung for rung, _ in kept.steps] == [0, 1]
+    assert [e.escalate for _, e in kept.steps] == [True, False]
+    assert kept.model == mid
+    assert kept.route.reason.startswith(f"cascade: escalated from {CHEAP} (")
+    assert f", then kept {mid} (" in kept.route.reason
+    assert kept.route.reason.count("category=") == 1
+    costs, _ = router.expected_costs(features[0], req)
+    assert kept.extra_cost == pytest.approx(float(costs[registry.ids().index(mid)]))
+    # the second rung only adds what it spent (nothing: it kept), with no second reference cost
+    assert router.pacer is not None
+    assert router.pacer.lam == pytest.approx(lam_after_first_rung)
+    cascade.feedback(kept, 1.0, 50.0)
+    assert [e.bandit.steps for e in cascade.escalators] == [1, 1]
+    assert router.bandit.steps == 1
+    assert int(router.bandit.buffer.arm[0]) == registry.ids().index(mid)

@@ -9,7 +9,6 @@ pytest.importorskip("torch")
 
 from hanzo_hub.errors import ConfigError, ModelNotFound, NoEligibleModel
 from hanzo_hub.llm.bandit import BanditSettings, NeuralThompsonBandit
-from hanzo_hub.llm.cascade import Cascade
 from hanzo_hub.llm.classify import CATEGORIES, PROTOTYPES, CategoryClassifier
 from hanzo_hub.llm.registry import load_registry
 from hanzo_hub.llm.router import CostPacer, Policy, Router, RouteRequest, RouterState
@@ -166,24 +165,6 @@ def test_classifier_picks_prototype_category() -> None:
     clf = CategoryClassifier.from_prototypes(_hash_embed)
     for cat, texts in PROTOTYPES.items():
         assert clf.classify(_hash_embed([texts[0]])[0]) == cat
-
-
-async def test_cascade_escalates_until_estimate_passes() -> None:
-    answers = {"fast": ("meh", 0.001), "mid": ("good", 0.01), "best": ("great", 0.1)}
-    estimates = {"fast": 0.2, "mid": 0.9}
-
-    async def complete(model: str) -> tuple[str, float]:
-        return answers[model]
-
-    async def estimate(model: str, answer: str) -> float:
-        return estimates[model]
-
-    result = await Cascade(["fast", "mid", "best"], [0.5, 0.8]).run(complete, estimate)
-    assert result.model == "mid"
-    assert result.cost == pytest.approx(0.011)
-    estimates["mid"] = 0.1
-    result = await Cascade(["fast", "mid", "best"], [0.5, 0.8]).run(complete, estimate)
-    assert (result.model, len(result.steps)) == ("best", 3)
 
 
 async def test_aroute_runs_in_a_worker_thread() -> None:

@@ -8,20 +8,21 @@ built (no torch, the embedder fails), a fixed order by tier decides (the policy 
 follow in tier order, as the gateway's failover list. The reason names which of these happened.
 
 Requests of the ``llm.cascade.categories`` (no explicit model, no tools or images) take the cascade instead:
-:meth:`RoutePlanner.cascade_plan` names the cheapest eligible model and the best one, the runtime asks the cheap
-one, and :meth:`RoutePlanner.escalate` lets the learned escalator read that answer's checks and decide whether the
-best model answers too.
+:meth:`RoutePlanner.cascade_plan` names a ladder of eligible models (the cheapest, the cheapest mid-tier one when one
+sits between, the best), the runtime asks the first, and :meth:`RoutePlanner.escalate` lets that rung's learned
+escalator read the answer's checks and decide whether the next model answers too.
 
 Each decision is kept under the gateway's request id (bounded), so ``feedback`` can reward it later; the bandit is
-saved after every rating (``<home>/llm/router.npz``, the escalator in ``escalator.npz``) and each rating appended to
-``<home>/llm/feedback.jsonl``. Under the ``balanced`` policy a cost pacer (``llm.router.target_cost_share``) prices a
-dollar; its price and the router's cost scale are saved in ``router_state.json`` with every rating and when the hub
-stops, so a restart goes on where it left off.
+saved after every rating (``<home>/llm/router.npz``, the escalators in ``escalator.npz`` and ``escalator-1.npz``)
+and each rating appended to ``<home>/llm/feedback.jsonl``. Under the ``balanced`` policy a cost pacer
+(``llm.router.target_cost_share``) prices a dollar; its price and the router's cost scale are saved in
+``router_state.json`` with every rating and when the hub stops, so a restart goes on where it left off.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -47,7 +48,15 @@ from hanzo_hub.llm.types import ChatRequest, ImagePart
 from hanzo_hub.vectors import build_embedder
 from hanzo_hub.vectors.base import Embedder
 
-__all__ = ["ROUTER_MIN_FEEDBACK", "CascadePlan", "Decided", "RoutePlanner", "estimate_tokens", "tier_order"]
+__all__ = [
+    "ROUTER_MIN_FEEDBACK",
+    "CascadePlan",
+    "Decided",
+    "RoutePlanner",
+    "cascade_ladder",
+    "estimate_tokens",
+    "tier_order",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +65,15 @@ ROUTER_MIN_FEEDBACK = 8
 MAX_DECISIONS = 10_000
 """Decisions remembered for feedback (oldest forgotten first)."""
 ROUTER_FILE = "router.npz"
-ESCALATOR_FILE = "escalator.npz"
+MAX_RUNGS = 2
+"""Escalators a ladder can use: fast -> mid and mid -> best."""
+
+
+def escalator_file(rung: int) -> str:
+    """Where ``rung``'s escalator is saved: ``escalator.npz``, then ``escalator-N.npz``."""
+    return "escalator.npz" if rung == 0 else f"escalator-{rung}.npz"
+
+
 STATE_FILE = "router_state.json"
 RECENT_VECTORS = 64
 """Query embeddings kept for reuse (the cascade's check and the route of one request embed the same text)."""
@@ -85,6 +102,21 @@ def tier_order(models: Sequence[ModelSpec], policy: str) -> list[ModelSpec]:
     return sorted(models, key=lambda m: (rank.get(m.tier, len(rank)), m.price_in + m.price_out, TIER_ORDER[m.tier]))
 
 
+def cascade_ladder(eligible: Sequence[ModelSpec], tokens_in: float, max_tokens: int) -> list[ModelSpec]:
+    """The cascade's models for a request: the cheapest, the cheapest mid-tier one if that tier sits between, the best.
+
+    The best is the best tier's cheapest model (as ``tier_order(..., "quality_first")`` puts first). One model, or a
+    cheapest model that is also the best, gives a ladder of one: no cascade.
+    """
+    cheap = min(eligible, key=lambda m: (m.cost(tokens_in, max_tokens), TIER_ORDER[m.tier]))
+    best = tier_order(eligible, "quality_first")[0]
+    if cheap.id == best.id:
+        return [cheap]
+    between = [m for m in eligible if TIER_ORDER[cheap.tier] < TIER_ORDER[m.tier] < TIER_ORDER[best.tier]]
+    middle = min(between, key=lambda m: (m.cost(tokens_in, max_tokens), m.id), default=None)
+    return [cheap, *([middle] if middle is not None else []), best]
+
+
 def _query(request: ChatRequest) -> str:
     """The text routing looks at: the user turns, the last 4,000 characters."""
     return "\n".join(m.text() for m in request.messages if m.role == "user")[-4000:] or " "
@@ -110,14 +142,22 @@ class Decided:
 
 @dataclass(frozen=True)
 class CascadePlan:
-    """A request the cascade takes: the cheap model first, the best one if the escalator says so."""
+    """A request the cascade takes: the ladder's first model, then each next one while the escalators say so."""
 
-    cheap: str
-    best: str
+    ladder: tuple[str, ...]
+    """Model ids, cheapest first, the best last (at least two)."""
     question: str
     request: RouteRequest
     features: tuple[npt.NDArray[np.float32], str] = field(repr=False)
     """The router's features of the query and its category."""
+
+    @property
+    def cheap(self) -> str:
+        return self.ladder[0]
+
+    @property
+    def best(self) -> str:
+        return self.ladder[-1]
 
 
 _decided: ContextVar[Decided | None] = ContextVar("hanzo_hub_llm_decided", default=None)
@@ -226,28 +266,34 @@ class RoutePlanner:
         if not self._cascade.applies(features[1]):
             return None
         tokens_in = float(estimate_tokens(request))
-        cheap = min(eligible, key=lambda m: (m.cost(tokens_in, request.max_tokens), TIER_ORDER[m.tier]))
-        best = tier_order(eligible, "quality_first")[0]
-        if cheap.id == best.id:
+        ladder = cascade_ladder(eligible, tokens_in, request.max_tokens)
+        if len(ladder) < 2:
             return None
         policy = Policy(kind="balanced" if request.policy == "pinned" else request.policy, max_cost=request.max_cost)
         route = RouteRequest(vector, tokens_in, float(request.max_tokens), frozenset(), policy)
-        return CascadePlan(cheap.id, best.id, query, route, features)
+        return CascadePlan(tuple(m.id for m in ladder), query, route, features)
 
-    async def escalate(self, plan: CascadePlan, answer: str) -> CascadeDecision:
-        """Keep the cheap model's ``answer`` or escalate to the best model (the escalator's choice)."""
+    async def escalate(
+        self, plan: CascadePlan, rung: int, answer: str, earlier: CascadeDecision | None = None
+    ) -> CascadeDecision:
+        """Keep ``plan.ladder[rung]``'s ``answer`` or escalate to the next model (that rung's escalator decides).
+
+        ``earlier`` is the decision that escalated to this rung (``None`` on the first).
+        """
         cascade = self._cascade
         assert cascade is not None
-        decision = await anyio.to_thread.run_sync(
+        decide = functools.partial(
             cascade.decide,
             plan.request,
             plan.features,
             plan.question,
-            plan.cheap,
-            plan.best,
+            plan.ladder[rung],
+            plan.ladder[rung + 1],
             answer,
-            limiter=cascade.router.limiter,
+            earlier=earlier,
+            final=rung + 2 == len(plan.ladder),
         )
+        decision = await anyio.to_thread.run_sync(decide, limiter=cascade.router.limiter)
         self._note([decision.model], decision.route.reason, decision.route)
         return decision
 
@@ -311,12 +357,18 @@ class RoutePlanner:
         if state is not None:
             router.restore(state)
         n_cat = len(classifier.categories)
-        escalator = None
-        if (self.dir / ESCALATOR_FILE).is_file():
-            with contextlib.suppress(Exception):  # an unreadable or mismatched save starts a fresh escalator
-                escalator = Escalator.load(self.dir / ESCALATOR_FILE, n_cat)
+        escalators: list[Escalator] = []
+        for rung in range(MAX_RUNGS):
+            path = self.dir / escalator_file(rung)
+            kept: Escalator | None = None
+            if path.is_file():
+                with contextlib.suppress(Exception):  # an unreadable or mismatched save starts a fresh escalator
+                    kept = Escalator.load(path, n_cat)
+            if kept is None and rung > 0:
+                break
+            escalators.append(kept or Escalator(n_cat))
         categories = frozenset(self.settings.llm.cascade.categories)
-        self._cascade = LearnedCascade(router, escalator or Escalator(n_cat), categories)
+        self._cascade = LearnedCascade(router, escalators[0], categories, *escalators[1:])
         return router
 
     def _load_state(self, models: list[str]) -> RouterState | None:
@@ -408,7 +460,8 @@ class RoutePlanner:
         router.bandit.save(self.dir / ROUTER_FILE)
         self.save_state()
         if cascaded and self._cascade is not None:
-            self._cascade.escalator.save(self.dir / ESCALATOR_FILE)
+            for rung, escalator in enumerate(self._cascade.escalators):
+                escalator.save(self.dir / escalator_file(rung))
         line = {"ts": time.time(), "request_id": request_id, "model": model, "quality": quality, "user": user}
         if cascaded:
             line["cascade"] = True

@@ -103,30 +103,30 @@ class LlmRuntime:
     async def _cascade(
         self, completer: Completer, plan: CascadePlan, request: ChatRequest, caller: Caller
     ) -> ChatResult:
-        """The cheap model answers; if the escalator escalates, the best model answers too (both are paid).
+        """Up the plan's ladder: each model answers, and that rung's escalator keeps the answer or asks the next model.
 
-        An escalation that fails (the best model down, a budget refusing it) returns the cheap answer and says so;
-        that request trains nothing, since neither arm's answer was judged as decided.
+        Every call made is paid, so the result's cost, latency and attempts add up all of them. An escalation that
+        fails (the next model down, a budget refusing it) returns the last answer and says so; that request trains
+        nothing, since the answer the user got was not the one decided on.
         """
-        cheap = await completer.chat(request.model_copy(update={"model": plan.cheap}), caller=caller)
-        decision = await self.planner.escalate(plan, cheap.message.text())
-        if not decision.escalation.escalate:
-            self.planner.remember(cheap.request_id, decision, caller.user)
-            return cheap.model_copy(update={"reason": decision.route.reason})
-        try:
-            best = await completer.chat(request.model_copy(update={"model": plan.best}), caller=caller)
-        except CompletionError as exc:
-            logger.warning("cascade: escalation to %s failed, keeping %s's answer: %s", plan.best, plan.cheap, exc)
-            return cheap.model_copy(update={"reason": f"{decision.route.reason}; escalation failed: {exc}"})
-        self.planner.remember(best.request_id, decision, caller.user)
-        return best.model_copy(
-            update={
-                "reason": decision.route.reason,
-                "cost_usd": cheap.cost_usd + best.cost_usd,
-                "latency_ms": cheap.latency_ms + best.latency_ms,
-                "attempts": cheap.attempts + best.attempts,
-            }
-        )
+        answered = await completer.chat(request.model_copy(update={"model": plan.ladder[0]}), caller=caller)
+        spent = (answered.cost_usd, answered.latency_ms, answered.attempts)
+        decision = None
+        for rung in range(len(plan.ladder) - 1):
+            decision = await self.planner.escalate(plan, rung, answered.message.text(), decision)
+            if not decision.escalation.escalate:
+                break
+            nxt = plan.ladder[rung + 1]
+            try:
+                answered = await completer.chat(request.model_copy(update={"model": nxt}), caller=caller)
+            except CompletionError as exc:
+                logger.warning("cascade: escalation to %s failed, keeping %s's answer: %s", nxt, plan.ladder[rung], exc)
+                reason = f"{decision.route.reason}; escalation failed: {exc}"
+                return _summed(answered, spent, reason)
+            spent = (spent[0] + answered.cost_usd, spent[1] + answered.latency_ms, spent[2] + answered.attempts)
+        assert decision is not None
+        self.planner.remember(answered.request_id, decision, caller.user)
+        return _summed(answered, spent, decision.route.reason)
 
     async def stream(self, request: ChatRequest, caller: Caller) -> AsyncIterator[StreamEvent]:
         """:meth:`chat`, streamed: text deltas, then one ``done`` event with the full result.
@@ -176,3 +176,9 @@ class LlmRuntime:
         except ValueError as exc:  # a request the gateway vocabulary cannot express
             return types.ErrorData(code=types.INVALID_PARAMS, message=f"hanzo-hub: bad sampling request: {exc}")
         return to_create_message_result(result, with_tools=bool(params.tools))
+
+
+def _summed(result: ChatResult, spent: tuple[float, float, int], reason: str) -> ChatResult:
+    """``result`` with the cost, latency and attempts of every call of a cascade, and its reason."""
+    cost, latency, attempts = spent
+    return result.model_copy(update={"reason": reason, "cost_usd": cost, "latency_ms": latency, "attempts": attempts})

@@ -93,11 +93,20 @@ class Escalator:
 
 @dataclass(frozen=True)
 class CascadeDecision:
-    """One cascaded request: the cheap model's route decision, the escalation decision, and which model answered."""
+    """One cascaded request so far: the route of the answer that stands, and every escalation decision on the way.
+
+    ``steps`` holds ``(rung, decision)`` in order: rung 0 read the cheapest model's answer, rung 1 the next model's.
+    ``extra_cost`` is the expected cost of the models asked after the first one (0 when the first answer was kept).
+    """
 
     route: RouteDecision
-    escalation: EscalationDecision
+    steps: tuple[tuple[int, EscalationDecision], ...]
     extra_cost: float
+
+    @property
+    def escalation(self) -> EscalationDecision:
+        """The last decision (whether the answer of ``steps[-1]``'s rung was escalated)."""
+        return self.steps[-1][1]
 
     @property
     def model(self) -> str:
@@ -106,46 +115,86 @@ class CascadeDecision:
 
 
 class LearnedCascade:
-    """Cheap model first for the router's ``categories``; the :class:`Escalator` decides whether the best answers too.
+    """Cheap model first for the router's ``categories``, then up a ladder of models while the escalators say so.
 
+    The ladder is the cheapest eligible model, a mid-tier model when one sits between, and the best one (fast, then
+    mid, then best). Each rung has its own :class:`Escalator` (``escalators[0]`` reads the cheapest model's answers,
+    ``escalators[1]`` the next rung's; made on first use), since the same checks mean less of a stronger model.
     It prices dollars with the router (its policy ``lam`` and running cost scale) and tells the router's pacer what
-    each cascaded request spent, so cascaded and routed requests share one budget controller. A rating trains the
-    escalator and, for the model whose answer was rated, the router's bandit.
+    each cascaded request spent, so cascaded and routed requests share one budget controller. A rating trains every
+    escalator that decided on the way and, for the model whose answer was rated, the router's bandit.
     """
 
-    def __init__(self, router: Router, escalator: Escalator, categories: frozenset[str]) -> None:
+    def __init__(self, router: Router, escalator: Escalator, categories: frozenset[str], *more: Escalator) -> None:
         self.router = router
-        self.escalator = escalator
+        self.escalators: list[Escalator] = [escalator, *more]
         self.categories = categories
+
+    @property
+    def escalator(self) -> Escalator:
+        """The first rung's escalator (it reads the cheapest model's answers)."""
+        return self.escalators[0]
+
+    def escalator_at(self, rung: int) -> Escalator:
+        """The escalator of ``rung``, made (untrained) when it is first needed."""
+        while len(self.escalators) <= rung:
+            template = self.escalators[0]
+            self.escalators.append(Escalator(template.dim - len(ANSWER_FEATURES), template.bandit.settings))
+        return self.escalators[rung]
 
     def applies(self, category: str) -> bool:
         return category in self.categories
 
     def decide(
-        self, req: RouteRequest, features: tuple[FloatArray, str], question: str, cheap: str, best: str, answer: str
+        self,
+        req: RouteRequest,
+        features: tuple[FloatArray, str],
+        question: str,
+        answered: str,
+        next_model: str,
+        answer: str,
+        *,
+        earlier: CascadeDecision | None = None,
+        final: bool = True,
     ) -> CascadeDecision:
-        """After ``cheap`` answered ``question`` with ``answer``: keep it, or escalate to ``best``.
+        """After ``answered`` answered ``question`` with ``answer``: keep it, or escalate to ``next_model``.
 
         ``features`` is what :meth:`Router.features` gives for ``req.embedding`` (the caller has it already).
+        ``earlier`` is the decision that escalated to ``answered`` (``None`` on the first rung); ``final`` says
+        whether ``next_model`` is the ladder's last rung.
         """
         router = self.router
         x, category = features
         n_cat = len(router.classifier.categories)
         costs, _ = router.expected_costs(x, req)
         ids = router.registry.ids()
-        ci, bi = ids.index(cheap), ids.index(best)
+        ai, ni = ids.index(answered), ids.index(next_model)
         top, scale = router.scale(costs, np.ones(len(ids), bool))
-        xe = self.escalator.features(question, answer, x[-n_cat:])
-        extra = float(costs[bi])
-        esc = self.escalator.decide(xe, extra, router.lam(req.policy), scale)
-        router.spent(float(costs[ci]) + (extra if esc.escalate else 0.0), top, req.policy)
-        model, arm = (best, bi) if esc.escalate else (cheap, ci)
-        router.bandit.record_pull(arm)
-        reason = f"cascade: {'escalated from' if esc.escalate else 'kept'} {cheap} ({esc.reason}), category={category}"
-        route = RouteDecision(model, category, reason, float(costs[arm]), x, arm)
-        return CascadeDecision(route, esc, extra)
+        rung = 0 if earlier is None else len(earlier.steps)
+        escalator = self.escalator_at(rung)
+        xe = escalator.features(question, answer, x[-n_cat:])
+        extra = float(costs[ni])
+        esc = escalator.decide(xe, extra, router.lam(req.policy), scale)
+        # the pacer hears each request once: the first rung reports the first answer and the reference cost, later
+        # rungs only what they add (observe is linear, so the parts sum to one observation of the whole)
+        paid = (float(costs[ai]) if earlier is None else 0.0) + (extra if esc.escalate else 0.0)
+        router.spent(paid, top if earlier is None else 0.0, req.policy)
+        model, arm = (next_model, ni) if esc.escalate else (answered, ai)
+        if final or not esc.escalate:  # the answer that stands is decided: count its model once
+            router.bandit.record_pull(arm)
+        verb = "escalated from" if esc.escalate else "kept"
+        reason = f"{verb} {answered} ({esc.reason})"
+        if earlier is None:
+            reason = f"cascade: {reason}"
+        else:
+            reason = f"{earlier.route.reason.removesuffix(f', category={category}')}, then {reason}"
+        route = RouteDecision(model, category, f"{reason}, category={category}", float(costs[arm]), x, arm)
+        spent = (earlier.extra_cost if earlier is not None else 0.0) + (extra if esc.escalate else 0.0)
+        steps = (earlier.steps if earlier is not None else ()) + ((rung, esc),)
+        return CascadeDecision(route, steps, spent)
 
     def feedback(self, decision: CascadeDecision, quality: float, tokens_out: float | None = None) -> None:
-        """A rating of the answer given: trains the escalator, and the router's bandit for that model."""
-        self.escalator.feedback(decision.escalation, quality)
+        """A rating of the answer given: trains each escalator that decided, and the router's bandit for that model."""
+        for rung, esc in decision.steps:
+            self.escalator_at(rung).feedback(esc, quality)
         self.router.feedback(decision.route, quality, tokens_out)
