@@ -15,6 +15,7 @@ Methods that need them run on the questions whose texts are all cached; the repo
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import os
@@ -29,21 +30,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _memory_embed import cached, load, text_key
 from _memory_retrieval import Haystack, bm25_ranking, dense_ranking, evaluate, rrf
 from hanzo_hub.config import MemorySettings, MemoryTierSettings
+from hanzo_hub.memory.adapter import bundled_path
 from hanzo_hub.memory.lexical import IncrementalBM25
 from hanzo_hub.memory.models import MemoryEntry, ScopeKey
 from hanzo_hub.memory.store import NumpyVectorStore, ScopeIndex
 from hanzo_hub.memory.tiers import TieredRetriever
+from hanzo_hub.selection.adapter import QueryAdapter
 
 OUT = Path(__file__).resolve().parent / "results"
 ONNX_CACHE = Path(__file__).resolve().parent / ".cache" / "models"
 TIER = MemoryTierSettings(k=50, threshold=0.0)
 TUNED: dict[str, float] = {"recency_weight": 0.0}
-"""Overrides of ``MemorySettings`` for the tiered run without ``--tune``: the shipped defaults (which are the
-weights ``--tune`` chose: lexical 0.4, conversation 0.3, BM25 b 0.4), recency off as in the grid's best."""
+"""Overrides of ``MemorySettings`` for the tiered run without ``--tune``: the shipped defaults (lexical 0.25,
+conversation 0.1, BM25 b 0.75, chosen with the query adapter by ``train_memory_adapter.py`` on the tuning half),
+recency off as in the grid's best."""
+
+PREVIOUS = {"lexical_weight": 0.4, "group_weight": 0.3, "lexical_b": 0.4, "recency_weight": 0.0}
+"""The defaults of the previous round (chosen by ``--tune`` without a query adapter)."""
 
 
 BEFORE = {"lexical_weight": 0.25, "group_weight": 0.0, "lexical_b": 0.75, "recency_weight": 0.0}
-"""The fusion as it was before this round (no conversation score, BM25 b 0.75)."""
+"""The first fusion (no conversation score, BM25 b 0.75)."""
 
 
 def tiered_settings(**overrides: float) -> MemorySettings:
@@ -130,13 +137,22 @@ def tune(hs: list[Haystack]) -> dict[str, Any]:
     return {"best": rows[0], "grid": GRID, "top5": rows[:5], "configs": len(rows)}
 
 
+def adapted(method: Any, adapter: QueryAdapter) -> Any:
+    """``method`` with the question's vector mapped by ``adapter`` (memory vectors untouched)."""
+    return lambda h: method(dataclasses.replace(h, qvec=adapter(h.qvec[None, :])[0]))
+
+
 def methods(settings: MemorySettings) -> dict[str, Any]:
+    adapter = QueryAdapter.load(bundled_path())
     return {
         "bm25": bm25_ranking,
         "dense": dense_ranking,
+        "dense + adapter": adapted(dense_ranking, adapter),
         "hybrid (RRF)": lambda h: rrf(bm25_ranking(h), dense_ranking(h)),
-        "tiered (before)": tiered(tiered_settings(**BEFORE)),
-        "tiered (tuned)": tiered(settings),
+        "tiered (first)": tiered(tiered_settings(**BEFORE)),
+        "tiered (previous)": tiered(tiered_settings(**PREVIOUS)),
+        "tiered, adapter off": tiered(settings),
+        "tiered + adapter (shipped)": adapted(tiered(settings), adapter),
     }
 
 
@@ -147,7 +163,11 @@ def markdown(report: dict[str, Any]) -> str:
         lines += [f"## {part}", "", "| metric | " + " | ".join(results) + " |", "|---" * (len(results) + 1) + "|"]
         lines += [f"| {k} | " + " | ".join(str(results[m].get(k, "")) for m in results) + " |" for k in keys]
         lines.append("")
-    lines += ["## Tuning", "", "```", json.dumps(report.get("tuning"), indent=1), "```", ""]
+    if report.get("tuning"):
+        lines += ["## Tuning", "", "```", json.dumps(report["tuning"], indent=1), "```", ""]
+    else:
+        lines += ["## Tuning", "", "The shipped fusion weights and the query adapter were chosen together on the tuning"
+                  " half by `train_memory_adapter.py` (`results/memory_adapter.md`).", ""]  # fmt: skip
     latency = report.get("latency") or {}
     if latency:
         lines += [

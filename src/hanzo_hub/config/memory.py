@@ -37,13 +37,19 @@ class MemorySettings(_Model):
     global_: MemoryTierSettings = Field(
         default_factory=lambda: MemoryTierSettings(k=5, threshold=0.6, weight=0.0), alias="global"
     )
+    query_adapter: str = Field(
+        default="bundled",
+        description="Map recall queries before the dense search: 'bundled' (trained on LongMemEval questions the "
+        "memory benchmark never scores; used only when the embedder is the model it was trained for), 'none', or "
+        "the path of an .npz written by bench/train_memory_adapter.py. Stored memories are never re-embedded.",
+    )
     semantic_weight: float = 0.6
-    lexical_weight: float = 0.4
+    lexical_weight: float = 0.25
     group_weight: float = Field(
-        default=0.3, ge=0, description="Weight of the BM25 score of the conversation (source) an entry came from."
+        default=0.1, ge=0, description="Weight of the BM25 score of the conversation (source) an entry came from."
     )
     lexical_k1: float = Field(default=1.2, gt=0, description="BM25 k1 of the memory index.")
-    lexical_b: float = Field(default=0.4, ge=0, le=1, description="BM25 b (length normalisation).")
+    lexical_b: float = Field(default=0.75, ge=0, le=1, description="BM25 b (length normalisation).")
     relevance_weight: float = 0.1
     recency_weight: float = 0.05
     recency_half_life_days: float = Field(default=30.0, gt=0)

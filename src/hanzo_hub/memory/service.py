@@ -8,17 +8,25 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
+import numpy as np
+
 from hanzo_hub.config import MemorySettings
 from hanzo_hub.errors import MemoryStoreError
+from hanzo_hub.memory.adapter import memory_adapter
 from hanzo_hub.memory.models import TIERS, MemoryEntry, MemoryScope, ScopeKey, Tier, new_id
 from hanzo_hub.memory.store import MemoryStore, ScopeIndex
 from hanzo_hub.memory.tiers import RecallHit, TieredRetriever
+from hanzo_hub.selection.adapter import QueryAdapter
 from hanzo_hub.vectors import Embedder
+
+logger = logging.getLogger(__name__)
 
 ChangeListener = Callable[[ScopeKey, Sequence[str]], Awaitable[None]]
 
@@ -57,6 +65,8 @@ class MemoryService:
         self.clock = clock
         self.retriever = TieredRetriever(settings, clock)
         self._listeners: list[ChangeListener] = []
+        self._adapter: tuple[QueryAdapter | None] | None = None
+        self._adapter_lock = anyio.Lock()
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -90,6 +100,21 @@ class MemoryService:
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Embed ``texts`` with the configured embedder."""
         return await self.embedder.embed(texts)
+
+    async def query_adapter(self) -> QueryAdapter | None:
+        """The map applied to recall queries (``memory.query_adapter``), resolved on first use.
+
+        Raises:
+            ConfigError: a configured adapter file cannot be read or does not fit the embedder.
+        """
+        async with self._adapter_lock:
+            if self._adapter is None:
+                adapter = await anyio.to_thread.run_sync(memory_adapter, self.settings.query_adapter, self.embedder)
+                if adapter is not None:
+                    logger.info("memory recall: query adapter %s (%s)", self.settings.query_adapter,
+                                dict(adapter.info).get("data", "?"))  # fmt: skip
+                self._adapter = (adapter,)
+            return self._adapter[0]
 
     async def remember(
         self,
@@ -140,6 +165,9 @@ class MemoryService:
         """Recall memories for ``query`` from the caller's tiers; records an access on each hit."""
         indexes = await self.indexes(scope, tiers)
         vector = (await self.embed([query]))[0]
+        adapter = await self.query_adapter()
+        if adapter is not None:
+            vector = adapter(np.asarray([vector], dtype=np.float32))[0].tolist()
         hits = await self.retriever.recall(indexes, query, vector, token_budget=token_budget, limit=limit)
         now = self.clock()
         for tier, index in indexes.items():

@@ -93,9 +93,17 @@ class QueryAdapter:
         return cls(matrix, probes, info)
 
 
-def load_adapter(setting: str | Path, dimension: int, probe_vectors: Matrix | None) -> QueryAdapter | None:
-    """The adapter for ``exposure.query_adapter``: ``"none"`` gives None; ``"bundled"`` the shipped one when the
-    embedder matches its model (else None, logged); a path, that file, checked for its dimension only.
+def load_adapter(
+    setting: str | Path,
+    dimension: int,
+    probe_vectors: Matrix | None,
+    *,
+    bundled: Path | None = None,
+    what: str = "tool search",
+) -> QueryAdapter | None:
+    """The adapter for a ``query_adapter`` setting: ``"none"`` gives None; ``"bundled"`` the shipped one (``bundled``,
+    default tool search's) when the embedder matches its model (else None, logged); a path, that file, checked for
+    its dimension only. ``what`` names the user in log lines.
 
     Raises:
         ConfigError: a configured file cannot be read or does not fit the embedder's dimension.
@@ -103,9 +111,9 @@ def load_adapter(setting: str | Path, dimension: int, probe_vectors: Matrix | No
     if setting == "none":
         return None
     if setting == "bundled":
-        adapter = QueryAdapter.load(bundled_path())
+        adapter = QueryAdapter.load(bundled or bundled_path())
         if adapter.dimension != dimension or probe_vectors is None or not adapter.matches(probe_vectors):
-            log.info("tool search: the bundled query adapter is for another embedding model; queries go unmapped")
+            log.info("%s: the bundled query adapter is for another embedding model; queries go unmapped", what)
             return None
         return adapter
     adapter = QueryAdapter.load(Path(setting))
