@@ -4,6 +4,12 @@ Protocol (LongMemEval's retrieval evaluation): each question's haystack is its o
 turns, the query is the question. Gold turns are those marked ``has_answer`` (user turns; questions whose evidence
 is only in assistant turns count at session level only), gold sessions are ``answer_session_ids``. A session's
 rank is the first appearance of one of its turns in the turn ranking. Abstention questions are skipped.
+
+The ``official ...`` metrics follow the conventions of LongMemEval's own ``run_retrieval.py`` and ``eval_utils.py``
+instead (turn granularity, ``turn2session`` for sessions): gold sessions are only those holding a gold user turn
+(an answer session whose evidence lies in assistant turns is not gold), and every non-abstention question counts,
+a question without gold user turns scoring all = 1 and any = 0 (Python's ``all([])`` and ``any([])``). The plain
+metrics are the stricter reading and the ones the README leads with.
 """
 
 from __future__ import annotations
@@ -115,6 +121,12 @@ def score_ranking(h: Haystack, ranking: list[int], acc: dict[str, list[float]]) 
             acc.setdefault(f"turn_recall_all@{k}", []).append(float(gold_t <= set(rt[:k])))
         acc.setdefault(f"session_recall_any@{k}", []).append(float(bool(h.gold_sessions & set(rs[:k]))))
         acc.setdefault(f"session_recall_all@{k}", []).append(float(h.gold_sessions <= set(rs[:k])))
+    official_s = {h.sessions[i] for i in h.gold_turns}
+    for k in (5, 10):
+        acc.setdefault(f"official turn_recall_all@{k}", []).append(float(gold_t <= set(rt[:k])))
+        acc.setdefault(f"official turn_recall_any@{k}", []).append(float(bool(gold_t & set(rt[:k]))))
+        acc.setdefault(f"official session_recall_all@{k}", []).append(float(official_s <= set(rs[:k])))
+        acc.setdefault(f"official session_recall_any@{k}", []).append(float(bool(official_s & set(rs[:k]))))
     if gold_t:
         acc.setdefault("turn_ndcg@10", []).append(ndcg(rt, gold_t, 10))
     acc.setdefault("session_ndcg@10", []).append(ndcg(rs, h.gold_sessions, 10))

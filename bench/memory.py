@@ -208,7 +208,10 @@ def main() -> None:
         "protocol": (
             f"{len(hs)} non-abstention questions of 199; dense vectors cached for {len(covered)}. Tuned on "
             f"{len(tune_half)} (even positions among those), held out {len(held_out)} (odd positions). Keys are "
-            "user turns; a session ranks at the first appearance of one of its turns."
+            "user turns; a session ranks at the first appearance of one of its turns. Plain rows: gold sessions are "
+            "the answer sessions and questions without user-turn evidence count at session level only. 'official' "
+            "rows: LongMemEval's run_retrieval.py conventions (gold sessions are those holding a gold user turn; every "
+            "question counts, one without gold user turns scoring all = 1, any = 0)."
         ),
         "embedder": "all-MiniLM-L6-v2 (max_seq_length 256)",
         "tiered_settings": {"project_tier": TIER.model_dump(), **overrides},
