@@ -43,6 +43,16 @@ class MemorySettings(_Model):
         "memory benchmark never scores; used only when the embedder is the model it was trained for), 'none', or "
         "the path of an .npz written by bench/train_memory_adapter.py. Stored memories are never re-embedded.",
     )
+    reranker: Path | None = Field(
+        default=None,
+        description="Folder of a local sentence-transformers CrossEncoder (one output, e.g. a copy of "
+        "cross-encoder/ms-marco-MiniLM-L6-v2) that re-orders the best rerank_top hits; never downloaded. Unset: no "
+        "re-ranking.",
+    )
+    rerank_top: int = Field(default=30, ge=1, description="Hits of the fused ranking the cross-encoder scores.")
+    rerank_weight: float = Field(
+        default=1.0, ge=0, description="Weight of the cross-encoder's score (0-1) added to the fused score."
+    )
     semantic_weight: float = 0.6
     lexical_weight: float = 0.25
     group_weight: float = Field(

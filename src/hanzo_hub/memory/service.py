@@ -7,6 +7,7 @@ export is confined to the caller's user and project by construction, not by filt
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import time
@@ -21,6 +22,7 @@ from hanzo_hub.config import MemorySettings
 from hanzo_hub.errors import MemoryStoreError
 from hanzo_hub.memory.adapter import memory_adapter
 from hanzo_hub.memory.models import TIERS, MemoryEntry, MemoryScope, ScopeKey, Tier, new_id
+from hanzo_hub.memory.rerank import CrossEncoderReranker
 from hanzo_hub.memory.store import MemoryStore, ScopeIndex
 from hanzo_hub.memory.tiers import RecallHit, TieredRetriever
 from hanzo_hub.selection.adapter import QueryAdapter
@@ -63,7 +65,8 @@ class MemoryService:
         self.embedder = embedder
         self.settings = settings
         self.clock = clock
-        self.retriever = TieredRetriever(settings, clock)
+        reranker = CrossEncoderReranker(settings.reranker) if settings.reranker is not None else None
+        self.retriever = TieredRetriever(settings, clock, reranker)
         self._listeners: list[ChangeListener] = []
         self._adapter: tuple[QueryAdapter | None] | None = None
         self._adapter_lock = anyio.Lock()
@@ -172,10 +175,7 @@ class MemoryService:
         now = self.clock()
         for tier, index in indexes.items():
             index.touch((h.entry.id for h in hits if h.tier == tier), now)
-        return [
-            RecallHit(indexes[h.tier].entries[h.entry.id], h.tier, h.score, h.semantic, h.lexical, h.group)
-            for h in hits
-        ]
+        return [dataclasses.replace(h, entry=indexes[h.tier].entries[h.entry.id]) for h in hits]
 
     async def entries(self, scope: MemoryScope, where: MemoryFilter = MemoryFilter()) -> list[MemoryEntry]:
         """The caller's memories matching ``where``, oldest first."""

@@ -12,17 +12,24 @@ where ``group_bm25`` scores the whole conversation the entry came from (its ``so
 one session shares one) as a single document, so the turns of a conversation that matches the query as a whole
 rise together even when each holds only part of the answer (on LongMemEval this lifts multi-session recall).
 
-and cut to the token budget (the best result is always kept). Superseded entries are never returned. Every hit
+Where a local cross-encoder is configured (``memory.reranker``, :mod:`hanzo_hub.memory.rerank`), the best
+``rerank_top`` of the union are scored by it with the query, in a worker thread, and re-ordered by
+``score + rerank_weight * cross_encoder_score``; the rest follow in their fused order. The union is then
+cut to the token budget (the best result is always kept). Superseded entries are never returned. Every hit
 carries its tier, its score parts and a one-line ``why``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+import anyio
+
 from hanzo_hub.config import MemorySettings, MemoryTierSettings
 from hanzo_hub.memory.models import MemoryEntry, Tier
+from hanzo_hub.memory.rerank import CrossEncoderReranker
 from hanzo_hub.memory.store import ScopeIndex
 
 DAY = 86400.0
@@ -42,6 +49,7 @@ class RecallHit:
     semantic: float | None
     lexical: float | None
     group: float | None = None
+    rerank: float | None = None
 
     @property
     def why(self) -> str:
@@ -53,6 +61,8 @@ class RecallHit:
             parts.append(f"bm25 {self.lexical:.2f} of tier best")
         if self.group:
             parts.append(f"conversation bm25 {self.group:.2f} of tier best")
+        if self.rerank is not None:
+            parts.append(f"cross-encoder {self.rerank:.3f}")
         parts.append(f"relevance {self.entry.relevance:.2f}")
         return ", ".join(parts)
 
@@ -65,9 +75,12 @@ def tier_settings(settings: MemorySettings, tier: Tier) -> MemoryTierSettings:
 class TieredRetriever:
     """Stateless apart from settings and the clock."""
 
-    def __init__(self, settings: MemorySettings, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, settings: MemorySettings, clock: Callable[[], float], reranker: CrossEncoderReranker | None = None
+    ) -> None:
         self.settings = settings
         self.clock = clock
+        self.reranker = reranker
 
     def _recency(self, entry: MemoryEntry, now: float) -> float:
         age_days = max(0.0, now - max(entry.accessed_at, entry.created_at)) / DAY
@@ -114,6 +127,17 @@ class TieredRetriever:
             hits.append(RecallHit(entry, tier, score, sem, lex, grp))
         return hits
 
+    async def _reranked(self, reranker: CrossEncoderReranker, query: str, hits: list[RecallHit]) -> list[RecallHit]:
+        top, rest = hits[: self.settings.rerank_top], hits[self.settings.rerank_top :]
+        texts = [h.entry.content for h in top]
+        scores = await anyio.to_thread.run_sync(reranker.scores, query, texts)
+        weight = self.settings.rerank_weight
+        top = [
+            dataclasses.replace(h, score=h.score + weight * ce, rerank=ce) for h, ce in zip(top, scores, strict=True)
+        ]
+        top.sort(key=lambda h: (-h.score, h.entry.id))
+        return top + rest
+
     async def recall(
         self,
         indexes: Mapping[Tier, ScopeIndex],
@@ -129,6 +153,8 @@ class TieredRetriever:
         for tier, index in indexes.items():
             hits.extend(await self._tier_hits(tier, index, query, vector, now))
         hits.sort(key=lambda h: (-h.score, h.entry.id))
+        if self.reranker is not None and hits:
+            hits = await self._reranked(self.reranker, query, hits)
         budget = token_budget if token_budget is not None else self.settings.token_budget
         kept: list[RecallHit] = []
         used = 0
