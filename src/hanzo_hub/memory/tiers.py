@@ -73,7 +73,7 @@ def tier_settings(settings: MemorySettings, tier: Tier) -> MemoryTierSettings:
 
 
 class TieredRetriever:
-    """Stateless apart from settings and the clock."""
+    """Stateless apart from settings, the clock and the optional cross-encoder."""
 
     def __init__(
         self, settings: MemorySettings, clock: Callable[[], float], reranker: CrossEncoderReranker | None = None
