@@ -43,13 +43,14 @@ TIER = MemoryTierSettings(k=50, threshold=0.0)
 TUNED: dict[str, float] = {"recency_weight": 0.0}
 """Overrides of ``MemorySettings`` for the tiered run without ``--tune``: the shipped defaults (lexical 0.25,
 conversation 0.1, BM25 b 0.75, chosen with the query adapter by ``train_memory_adapter.py`` on the tuning half),
-recency off as in the grid's best."""
+recency off as in the grid's best, and the time bonus (0.2, chosen by ``--tune-time`` on the tuning half with the
+adapter and those weights)."""
 
-PREVIOUS = {"lexical_weight": 0.4, "group_weight": 0.3, "lexical_b": 0.4, "recency_weight": 0.0}
+PREVIOUS = {"lexical_weight": 0.4, "group_weight": 0.3, "lexical_b": 0.4, "recency_weight": 0.0, "time_weight": 0.0}
 """The defaults of the previous round (chosen by ``--tune`` without a query adapter)."""
 
 
-BEFORE = {"lexical_weight": 0.25, "group_weight": 0.0, "lexical_b": 0.75, "recency_weight": 0.0}
+BEFORE = {"lexical_weight": 0.25, "group_weight": 0.0, "lexical_b": 0.75, "recency_weight": 0.0, "time_weight": 0.0}
 """The first fusion (no conversation score, BM25 b 0.75)."""
 
 
@@ -142,6 +143,21 @@ def adapted(method: Any, adapter: QueryAdapter) -> Any:
     return lambda h: method(dataclasses.replace(h, qvec=adapter(h.qvec[None, :])[0]))
 
 
+TIME_WEIGHTS = (0.0, 0.05, 0.1, 0.2, 0.3)
+
+
+def tune_time(hs: list[Haystack]) -> list[dict[str, Any]]:
+    """``time_weight`` swept on ``hs`` (the tuning half) with the shipped settings and query adapter."""
+    adapter = QueryAdapter.load(bundled_path())
+    rows = []
+    for weight in TIME_WEIGHTS:
+        r = evaluate(hs, {"t": adapted(tiered(tiered_settings(**(TUNED | {"time_weight": weight}))), adapter)})["t"]
+        objective = round(r["turn_recall_all@10"] + r["session_recall_all@5"], 4)
+        rows.append({"time_weight": weight, "turn_recall_all@10": r["turn_recall_all@10"],
+                     "session_recall_all@5": r["session_recall_all@5"], "objective": objective})  # fmt: skip
+    return rows
+
+
 def methods(settings: MemorySettings) -> dict[str, Any]:
     adapter = QueryAdapter.load(bundled_path())
     return {
@@ -151,6 +167,7 @@ def methods(settings: MemorySettings) -> dict[str, Any]:
         "hybrid (RRF)": lambda h: rrf(bm25_ranking(h), dense_ranking(h)),
         "tiered (first)": tiered(tiered_settings(**BEFORE)),
         "tiered (previous)": tiered(tiered_settings(**PREVIOUS)),
+        "tiered + adapter, no time": adapted(tiered(tiered_settings(**(TUNED | {"time_weight": 0.0}))), adapter),
         "tiered, adapter off": tiered(settings),
         "tiered + adapter (shipped)": adapted(tiered(settings), adapter),
     }
@@ -168,6 +185,16 @@ def markdown(report: dict[str, Any]) -> str:
     else:
         lines += ["## Tuning", "", "The shipped fusion weights and the query adapter were chosen together on the tuning"
                   " half by `train_memory_adapter.py` (`results/memory_adapter.md`).", ""]  # fmt: skip
+    if report.get("time_tuning"):
+        rows = report["time_tuning"]
+        lines += [
+            "## Time bonus (`--tune-time`, tuning half, shipped settings and adapter)",
+            "",
+            "| " + " | ".join(rows[0]) + " |",
+            "|---" * len(rows[0]) + "|",
+        ]
+        lines += ["| " + " | ".join(str(v) for v in r.values()) + " |" for r in rows]
+        lines.append("")  # fmt: skip
     latency = report.get("latency") or {}
     if latency:
         lines += [
@@ -188,6 +215,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tune", action="store_true", help="grid-search the tiered weights on the tuning half")
     parser.add_argument("--latency-size", type=int, default=100_000)
+    parser.add_argument("--tune-time", action="store_true", help="sweep memory.time_weight on the tuning half")
     parser.add_argument("--no-latency", action="store_true", help="reuse the latency part of the last results file")
     parser.add_argument("--latency-only", action="store_true", help="measure latency only (into the results file)")
     parser.add_argument("--hnsw-ef", default="400,200,100", help="search_ef values of the HNSW sweep ('' skips it)")
@@ -221,6 +249,7 @@ def main() -> None:
             f"BM25 on every question ({len(hs)})": evaluate(hs, lexical_only),
         },
         "tuning": tuning,
+        "time_tuning": tune_time(tune_half) if args.tune_time else None,
     }
     previous = json.loads((OUT / "memory.json").read_text()) if (OUT / "memory.json").exists() else {}
     report["latency"] = previous.get("latency") if args.no_latency else measure_latency(hs, args.latency_size, efs)

@@ -63,6 +63,11 @@ class MemorySettings(_Model):
     relevance_weight: float = 0.1
     recency_weight: float = 0.05
     recency_half_life_days: float = Field(default=30.0, gt=0)
+    time_weight: float = Field(
+        default=0.2,
+        ge=0,
+        description="Bonus for memories made in the time a query names ('ten days ago', 'last Saturday'); 0: off.",
+    )
     lexical: bool = Field(default=True, description="Fuse BM25 with the dense scores.")
     lexical_max_entries: int = Field(default=200_000, ge=0, description="Tiers larger than this use dense only.")
     token_budget: int = Field(default=2000, ge=1, description="Recall results are cut to this many tokens.")

@@ -6,7 +6,8 @@ is scored as
 
     semantic_weight * cosine + lexical_weight * bm25 / best_bm25_of_tier
     + group_weight * group_bm25 / best_group_bm25_of_tier
-    + relevance_weight * relevance + recency_weight * 2^(-age / half_life) + tier weight
+    + relevance_weight * relevance + recency_weight * 2^(-age / half_life)
+    + time_weight * closeness(created_at, the window the query names) + tier weight
 
 where ``group_bm25`` scores the whole conversation the entry came from (its ``source``: every entry remembered in
 one session shares one) as a single document, so the turns of a conversation that matches the query as a whole
@@ -31,6 +32,7 @@ from hanzo_hub.config import MemorySettings, MemoryTierSettings
 from hanzo_hub.memory.models import MemoryEntry, Tier
 from hanzo_hub.memory.rerank import CrossEncoderReranker
 from hanzo_hub.memory.store import ScopeIndex
+from hanzo_hub.memory.timeref import TimeWindow, time_window
 
 DAY = 86400.0
 DENSE_OVERFETCH = 2
@@ -50,6 +52,7 @@ class RecallHit:
     lexical: float | None
     group: float | None = None
     rerank: float | None = None
+    timed: float | None = None
 
     @property
     def why(self) -> str:
@@ -61,6 +64,8 @@ class RecallHit:
             parts.append(f"bm25 {self.lexical:.2f} of tier best")
         if self.group:
             parts.append(f"conversation bm25 {self.group:.2f} of tier best")
+        if self.timed is not None:
+            parts.append(f"made in the time the query names {self.timed:.2f}")
         if self.rerank is not None:
             parts.append(f"cross-encoder {self.rerank:.3f}")
         parts.append(f"relevance {self.entry.relevance:.2f}")
@@ -87,7 +92,7 @@ class TieredRetriever:
         return float(2.0 ** (-age_days / self.settings.recency_half_life_days))
 
     async def _tier_hits(
-        self, tier: Tier, index: ScopeIndex, query: str, vector: Sequence[float], now: float
+        self, tier: Tier, index: ScopeIndex, query: str, vector: Sequence[float], now: float, window: TimeWindow | None
     ) -> list[RecallHit]:
         s = self.settings
         ts = tier_settings(s, tier)
@@ -116,15 +121,17 @@ class TieredRetriever:
         for rid in semantic.keys() | lexical.keys():
             entry = index.entries[rid]
             sem, lex, grp = semantic.get(rid), lexical.get(rid), groups.get(entry.source)
+            timed = window.closeness(entry.created_at) if window is not None else None
             score = (
                 s.semantic_weight * max(sem or 0.0, 0.0)
                 + s.lexical_weight * (lex or 0.0)
                 + s.group_weight * (grp or 0.0)
                 + s.relevance_weight * entry.relevance
                 + s.recency_weight * self._recency(entry, now)
+                + s.time_weight * (timed or 0.0)
                 + ts.weight
             )
-            hits.append(RecallHit(entry, tier, score, sem, lex, grp))
+            hits.append(RecallHit(entry, tier, score, sem, lex, grp, timed=timed))
         return hits
 
     async def _reranked(self, reranker: CrossEncoderReranker, query: str, hits: list[RecallHit]) -> list[RecallHit]:
@@ -149,9 +156,10 @@ class TieredRetriever:
     ) -> list[RecallHit]:
         """Recall from every tier in ``indexes``, best first, within ``token_budget`` tokens and ``limit`` hits."""
         now = self.clock()
+        window = time_window(query, now) if self.settings.time_weight > 0 else None
         hits: list[RecallHit] = []
         for tier, index in indexes.items():
-            hits.extend(await self._tier_hits(tier, index, query, vector, now))
+            hits.extend(await self._tier_hits(tier, index, query, vector, now, window))
         hits.sort(key=lambda h: (-h.score, h.entry.id))
         if self.reranker is not None and hits:
             hits = await self._reranked(self.reranker, query, hits)
