@@ -29,7 +29,7 @@ from hanzo_hub import __version__
 from hanzo_hub.catalog import cli as catalog_cli
 from hanzo_hub.config import HubSettings, load_settings
 from hanzo_hub.errors import ConfigError
-from hanzo_hub.hub import policy_cli
+from hanzo_hub.hub import memory_cli, policy_cli
 
 logger = logging.getLogger("hanzo_hub")
 
@@ -69,6 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     snippet.add_argument("--http", action="store_true", help="print an HTTP entry instead")
     catalog_cli.register(commands, common)
     policy_cli.register(commands, common)
+    memory_cli.register(commands, common)
     return parser
 
 
@@ -260,6 +261,10 @@ def _cmd_policy(args: argparse.Namespace) -> int:
     return policy_cli.run(args, _settings)
 
 
+def _cmd_memory(args: argparse.Namespace) -> int:
+    return memory_cli.run(args, _settings)
+
+
 COMMANDS = {
     "serve": _cmd_serve,
     "import": _cmd_import,
@@ -269,6 +274,7 @@ COMMANDS = {
     "catalog": _cmd_catalog,
     "secrets": _cmd_policy,
     "policy": _cmd_policy,
+    "memory": _cmd_memory,
 }
 
 
