@@ -119,3 +119,5 @@ def test_bad_import_lines_are_refused_and_nothing_is_added(
     assert "line 2" in capsys.readouterr().err
     assert main(_cli(config, home, "export")) == 0
     assert capsys.readouterr().out == ""
+    assert main(_cli(config, home, "import", str(tmp_path / "missing.jsonl"))) == 2
+    assert "cannot read" in capsys.readouterr().err

@@ -69,7 +69,11 @@ def run(args: argparse.Namespace, make_settings: SettingsFactory) -> int:
     tiers: tuple[Tier, ...] = tuple(args.tier) if args.tier else PERSISTED
     text = None
     if args.memory_command == "import":
-        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
+        try:
+            text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            print(f"hanzo-hub: cannot read {args.file}: {exc}", file=sys.stderr)
+            return 2
     try:
         return int(anyio.run(_run, args, settings, scope, tiers, text))
     except MemoryStoreError as exc:
