@@ -40,6 +40,8 @@ from hanzo_hub.selection.adapter import QueryAdapter
 OUT = Path(__file__).resolve().parent / "results"
 ONNX_CACHE = Path(__file__).resolve().parent / ".cache" / "models"
 TIER = MemoryTierSettings(k=50, threshold=0.0)
+DEFAULT_TIER = MemorySettings().project
+"""The project tier's shipped limits (k 10, cosine 0.5, the issue's defaults): the last column recalls with them."""
 TUNED: dict[str, float] = {"recency_weight": 0.0}
 """Overrides of ``MemorySettings`` for the tiered run without ``--tune``: the shipped defaults (lexical 0.25,
 conversation 0.1, BM25 b 0.75, chosen with the query adapter by ``train_memory_adapter.py`` on the tuning half),
@@ -54,7 +56,7 @@ BEFORE = {"lexical_weight": 0.25, "group_weight": 0.0, "lexical_b": 0.75, "recen
 """The first fusion (no conversation score, BM25 b 0.75)."""
 
 
-def tiered_settings(**overrides: float) -> MemorySettings:
+def tiered_settings(**overrides: Any) -> MemorySettings:
     base = {"store": "memory", "project": TIER, "relevance_weight": 0.0}
     return MemorySettings.model_validate(base | overrides)
 
@@ -170,6 +172,7 @@ def methods(settings: MemorySettings) -> dict[str, Any]:
         "tiered + adapter, no time": adapted(tiered(tiered_settings(**(TUNED | {"time_weight": 0.0}))), adapter),
         "tiered, adapter off": tiered(settings),
         "tiered + adapter (shipped)": adapted(tiered(settings), adapter),
+        "shipped, default tier limits": adapted(tiered(tiered_settings(**TUNED, project=DEFAULT_TIER)), adapter),
     }
 
 
