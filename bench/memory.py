@@ -140,9 +140,14 @@ def tune(hs: list[Haystack]) -> dict[str, Any]:
     return {"best": rows[0], "grid": GRID, "top5": rows[:5], "configs": len(rows)}
 
 
+def mapped_query(h: Haystack, adapter: QueryAdapter) -> Haystack:
+    """``h`` with its question's vector mapped by ``adapter`` (memory vectors untouched)."""
+    return dataclasses.replace(h, qvec=adapter(h.qvec[None, :])[0])
+
+
 def adapted(method: Any, adapter: QueryAdapter) -> Any:
-    """``method`` with the question's vector mapped by ``adapter`` (memory vectors untouched)."""
-    return lambda h: method(dataclasses.replace(h, qvec=adapter(h.qvec[None, :])[0]))
+    """``method`` with the question's vector mapped by ``adapter``."""
+    return lambda h: method(mapped_query(h, adapter))
 
 
 TIME_WEIGHTS = (0.0, 0.05, 0.1, 0.2, 0.3)

@@ -18,7 +18,6 @@ on the benchmark's tuning half (even positions) by the tiered pipeline's turn al
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import itertools
 import json
@@ -84,7 +83,7 @@ def texts_of(items: list[dict[str, Any]]) -> list[str]:
 def mapped(hs: list[Haystack], adapter: QueryAdapter | None) -> list[Haystack]:
     if adapter is None:
         return hs
-    return [dataclasses.replace(h, qvec=adapter(h.qvec[None, :])[0]) for h in hs]
+    return [bench.mapped_query(h, adapter) for h in hs]
 
 
 def score(hs: list[Haystack], adapter: QueryAdapter | None) -> list[dict[str, Any]]:

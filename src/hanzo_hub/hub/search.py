@@ -19,7 +19,6 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import mcp_types as types
-import numpy as np
 from mcp import MCPDeprecationWarning
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
@@ -28,7 +27,7 @@ from hanzo_hub.config import EmbeddingSettings, ExposureSettings
 from hanzo_hub.config.exposure import ExposureMode
 from hanzo_hub.errors import CompletionError, HubError
 from hanzo_hub.llm.types import Caller, ChatMessage, ChatRequest, ChatResult, Completer, StreamEvent
-from hanzo_hub.selection.adapter import PROBE_TEXTS, QueryAdapter, load_adapter
+from hanzo_hub.selection.adapter import QueryAdapter, adapter_for
 from hanzo_hub.selection.dense import SyncStats
 from hanzo_hub.selection.llm_filter import LlmFilter
 from hanzo_hub.selection.pipeline import DEFAULT_TEXT, Selection, Stage2Filter, ToolSelector
@@ -216,14 +215,7 @@ class ToolSearch:
 
     def _query_adapter(self, embedder: Embedder) -> QueryAdapter | None:
         """``exposure.query_adapter`` for ``embedder`` (blocking: the bundled one embeds its probe texts)."""
-        setting = self._settings.query_adapter
-        probes = None
-        if setting == "bundled":
-            probes = np.asarray(embedder.embed_sync(list(PROBE_TEXTS)), dtype=np.float32)
-        adapter = load_adapter(setting, embedder.dimension, probes)
-        if adapter is not None:
-            logger.info("tool search: query adapter %s (%s)", setting, dict(adapter.info).get("data", "?"))
-        return adapter
+        return adapter_for(self._settings.query_adapter, embedder)
 
     def _store_for_index(self) -> VectorStore | None:
         """The persistent copy of the tool vectors (embedded Chroma under the home, or a Chroma server)."""

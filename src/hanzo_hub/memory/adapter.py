@@ -13,9 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
-from hanzo_hub.selection.adapter import PROBE_TEXTS, QueryAdapter, load_adapter
+from hanzo_hub.selection.adapter import QueryAdapter, adapter_for
 from hanzo_hub.vectors import Embedder
 
 __all__ = ["bundled_path", "memory_adapter"]
@@ -26,13 +24,10 @@ def bundled_path() -> Path:
 
 
 def memory_adapter(setting: str, embedder: Embedder) -> QueryAdapter | None:
-    """The adapter ``memory.query_adapter`` names, for ``embedder`` (blocking: ``"bundled"`` embeds the probe texts
-    to check that ``embedder`` is the model the map was trained for; if it is not, None).
+    """The adapter ``memory.query_adapter`` names, for ``embedder`` (blocking; None where the bundled map is for
+    another model).
 
     Raises:
         ConfigError: a configured file cannot be read or does not fit the embedder's dimension.
     """
-    probes = None
-    if setting == "bundled":
-        probes = np.asarray(embedder.embed_sync(list(PROBE_TEXTS)), dtype=np.float32)
-    return load_adapter(setting, embedder.dimension, probes, bundled=bundled_path(), what="memory recall")
+    return adapter_for(setting, embedder, bundled=bundled_path(), what="memory recall")

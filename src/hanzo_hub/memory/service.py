@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -27,8 +26,6 @@ from hanzo_hub.memory.store import MemoryStore, ScopeIndex
 from hanzo_hub.memory.tiers import RecallHit, TieredRetriever
 from hanzo_hub.selection.adapter import QueryAdapter
 from hanzo_hub.vectors import Embedder
-
-logger = logging.getLogger(__name__)
 
 ChangeListener = Callable[[ScopeKey, Sequence[str]], Awaitable[None]]
 
@@ -113,9 +110,6 @@ class MemoryService:
         async with self._adapter_lock:
             if self._adapter is None:
                 adapter = await anyio.to_thread.run_sync(memory_adapter, self.settings.query_adapter, self.embedder)
-                if adapter is not None:
-                    logger.info("memory recall: query adapter %s (%s)", self.settings.query_adapter,
-                                dict(adapter.info).get("data", "?"))  # fmt: skip
                 self._adapter = (adapter,)
             return self._adapter[0]
 

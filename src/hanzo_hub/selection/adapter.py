@@ -19,8 +19,9 @@ import numpy as np
 
 from hanzo_hub.errors import ConfigError
 from hanzo_hub.selection.dense import Matrix
+from hanzo_hub.vectors.base import Embedder
 
-__all__ = ["PROBE_MIN_COSINE", "PROBE_TEXTS", "QueryAdapter", "bundled_path", "load_adapter"]
+__all__ = ["PROBE_MIN_COSINE", "PROBE_TEXTS", "QueryAdapter", "adapter_for", "bundled_path", "load_adapter"]
 
 log = logging.getLogger(__name__)
 
@@ -121,4 +122,22 @@ def load_adapter(
         raise ConfigError(
             f"query adapter {setting}: made for {adapter.dimension}-dimensional vectors, the embedder gives {dimension}"
         )
+    return adapter
+
+
+def adapter_for(
+    setting: str | Path, embedder: Embedder, *, bundled: Path | None = None, what: str = "tool search"
+) -> QueryAdapter | None:
+    """:func:`load_adapter` for ``embedder`` (blocking: ``"bundled"`` embeds :data:`PROBE_TEXTS` to check that
+    ``embedder`` is the model the map was trained for); logs the adapter in use.
+
+    Raises:
+        ConfigError: a configured file cannot be read or does not fit the embedder's dimension.
+    """
+    probes = None
+    if setting == "bundled":
+        probes = np.asarray(embedder.embed_sync(list(PROBE_TEXTS)), dtype=np.float32)
+    adapter = load_adapter(setting, embedder.dimension, probes, bundled=bundled, what=what)
+    if adapter is not None:
+        log.info("%s: query adapter %s (%s)", what, setting, dict(adapter.info).get("data", "?"))
     return adapter
