@@ -3,20 +3,20 @@
 Retrieval (``_memory_retrieval``): each question's haystack is its own memory store (its user turns), the query is
 the question, abstention questions are skipped. ``tiered`` is the product's ``TieredRetriever`` over a
 ``ScopeIndex`` holding the turns as memories (``source`` = their session, ``created_at`` = the session date, the
-clock = the question date), with the settings below. Its weights were chosen on the tuning half (questions at even
-positions of the file, ``--tune``); the report gives the held-out half (odd positions) and all questions.
+clock = the question date), with the shipped settings. Its weights and the query adapter were chosen by
+``train_memory_adapter.py`` on development haystacks built from LongMemEval questions outside the subset, so every
+question here is held out; the report gives all of them and the odd half (the earlier rounds' held-out half).
 
 Dense scores need the cached MiniLM vectors (``bench/.cache/memory``, from ``_memory_embed.py``; not committed).
 Methods that need them run on the questions whose texts are all cached; the report says how many.
 
-``.venv/bin/python bench/memory.py [--tune] [--latency-size 100000] [--no-latency]``
+``.venv/bin/python bench/memory.py [--latency-size 100000] [--no-latency]``
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import itertools
 import json
 import os
 import sys
@@ -43,13 +43,18 @@ TIER = MemoryTierSettings(k=50, threshold=0.0)
 DEFAULT_TIER = MemorySettings().project
 """The project tier's shipped limits (k 10, cosine 0.5, the issue's defaults): the last column recalls with them."""
 TUNED: dict[str, float] = {"recency_weight": 0.0}
-"""Overrides of ``MemorySettings`` for the tiered run without ``--tune``: the shipped defaults (lexical 0.25,
-conversation 0.1, BM25 b 0.75, chosen with the query adapter by ``train_memory_adapter.py`` on the tuning half),
-recency off as in the grid's best, and the time bonus (0.2, chosen by ``--tune-time`` on the tuning half with the
-adapter and those weights)."""
+"""Overrides of ``MemorySettings`` for the tiered runs: recency off (the haystacks' dates are synthetic); every
+other weight is the shipped default (lexical 0.15, conversation 0, BM25 b 0.75, time bonus 0.2), chosen with the
+query adapter by ``train_memory_adapter.py`` on development haystacks built from LongMemEval questions outside the
+subset (``_memory_dev.py``), so every question here is held out."""
+
+LAST_ROUND = {"lexical_weight": 0.25, "group_weight": 0.1}
+"""The fusion of the round before (chosen on the subset's even half), with the current adapter."""
+
+FUSION_KEYS = {"semantic_weight", "lexical_weight", "group_weight", "lexical_b", "recency_weight", "time_weight"}
 
 PREVIOUS = {"lexical_weight": 0.4, "group_weight": 0.3, "lexical_b": 0.4, "recency_weight": 0.0, "time_weight": 0.0}
-"""The defaults of the previous round (chosen by ``--tune`` without a query adapter)."""
+"""The defaults of two rounds back (chosen on the subset's even half without a query adapter)."""
 
 
 BEFORE = {"lexical_weight": 0.25, "group_weight": 0.0, "lexical_b": 0.75, "recency_weight": 0.0, "time_weight": 0.0}
@@ -117,29 +122,6 @@ def haystacks() -> tuple[list[Haystack], list[bool]]:
     return out, dense_ok
 
 
-GRID = {
-    "semantic_weight": [0.6],
-    "lexical_weight": [0.25, 0.4, 0.6],
-    "group_weight": [0.1, 0.2, 0.3, 0.45],
-    "lexical_b": [0.4, 0.75],
-    "recency_weight": [0.0, 0.05],
-}
-
-
-def tune(hs: list[Haystack]) -> dict[str, Any]:
-    """Grid search of the tiered weights on ``hs`` (the tuning half), by turn all@10 + session all@5."""
-    rows: list[dict[str, Any]] = []
-    for values in itertools.product(*GRID.values()):
-        overrides = dict(zip(GRID, values, strict=True))
-        r = evaluate(hs, {"t": tiered(tiered_settings(**overrides))})["t"]
-        objective = r["turn_recall_all@10"] + r["session_recall_all@5"]
-        rows.append({"overrides": overrides, "objective": round(objective, 4), "turn_recall_all@10":
-                     r["turn_recall_all@10"], "session_recall_all@5": r["session_recall_all@5"]})  # fmt: skip
-        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-    rows.sort(key=lambda row: -row["objective"])
-    return {"best": rows[0], "grid": GRID, "top5": rows[:5], "configs": len(rows)}
-
-
 def mapped_query(h: Haystack, adapter: QueryAdapter) -> Haystack:
     """``h`` with its question's vector mapped by ``adapter`` (memory vectors untouched)."""
     return dataclasses.replace(h, qvec=adapter(h.qvec[None, :])[0])
@@ -148,21 +130,6 @@ def mapped_query(h: Haystack, adapter: QueryAdapter) -> Haystack:
 def adapted(method: Any, adapter: QueryAdapter) -> Any:
     """``method`` with the question's vector mapped by ``adapter``."""
     return lambda h: method(mapped_query(h, adapter))
-
-
-TIME_WEIGHTS = (0.0, 0.05, 0.1, 0.2, 0.3)
-
-
-def tune_time(hs: list[Haystack]) -> list[dict[str, Any]]:
-    """``time_weight`` swept on ``hs`` (the tuning half) with the shipped settings and query adapter."""
-    adapter = QueryAdapter.load(bundled_path())
-    rows = []
-    for weight in TIME_WEIGHTS:
-        r = evaluate(hs, {"t": adapted(tiered(tiered_settings(**(TUNED | {"time_weight": weight}))), adapter)})["t"]
-        objective = round(r["turn_recall_all@10"] + r["session_recall_all@5"], 4)
-        rows.append({"time_weight": weight, "turn_recall_all@10": r["turn_recall_all@10"],
-                     "session_recall_all@5": r["session_recall_all@5"], "objective": objective})  # fmt: skip
-    return rows
 
 
 def methods(settings: MemorySettings) -> dict[str, Any]:
@@ -176,6 +143,7 @@ def methods(settings: MemorySettings) -> dict[str, Any]:
         "tiered (previous)": tiered(tiered_settings(**PREVIOUS)),
         "tiered + adapter, no time": adapted(tiered(tiered_settings(**(TUNED | {"time_weight": 0.0}))), adapter),
         "tiered, adapter off": tiered(settings),
+        "tiered + adapter, last round's fusion": adapted(tiered(tiered_settings(**(TUNED | LAST_ROUND))), adapter),
         "tiered + adapter (shipped)": adapted(tiered(settings), adapter),
         "shipped, default tier limits": adapted(tiered(tiered_settings(**TUNED, project=DEFAULT_TIER)), adapter),
     }
@@ -188,21 +156,14 @@ def markdown(report: dict[str, Any]) -> str:
         lines += [f"## {part}", "", "| metric | " + " | ".join(results) + " |", "|---" * (len(results) + 1) + "|"]
         lines += [f"| {k} | " + " | ".join(str(results[m].get(k, "")) for m in results) + " |" for k in keys]
         lines.append("")
-    if report.get("tuning"):
-        lines += ["## Tuning", "", "```", json.dumps(report["tuning"], indent=1), "```", ""]
-    else:
-        lines += ["## Tuning", "", "The shipped fusion weights and the query adapter were chosen together on the tuning"
-                  " half by `train_memory_adapter.py` (`results/memory_adapter.md`).", ""]  # fmt: skip
-    if report.get("time_tuning"):
-        rows = report["time_tuning"]
-        lines += [
-            "## Time bonus (`--tune-time`, tuning half, shipped settings and adapter)",
-            "",
-            "| " + " | ".join(rows[0]) + " |",
-            "|---" * len(rows[0]) + "|",
-        ]
-        lines += ["| " + " | ".join(str(v) for v in r.values()) + " |" for r in rows]
-        lines.append("")  # fmt: skip
+    lines += [
+        "## Tuning",
+        "",
+        "Nothing was tuned on these questions: the query adapter, its regularisation and the fusion weights were"
+        " chosen by `train_memory_adapter.py` on development haystacks built from the LongMemEval questions outside"
+        " the subset (`_memory_dev.py`, `results/memory_adapter.md`).",
+        "",
+    ]
     latency = report.get("latency") or {}
     if latency:
         lines += [
@@ -221,9 +182,7 @@ def markdown(report: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--tune", action="store_true", help="grid-search the tiered weights on the tuning half")
     parser.add_argument("--latency-size", type=int, default=100_000)
-    parser.add_argument("--tune-time", action="store_true", help="sweep memory.time_weight on the tuning half")
     parser.add_argument("--no-latency", action="store_true", help="reuse the latency part of the last results file")
     parser.add_argument("--latency-only", action="store_true", help="measure latency only (into the results file)")
     parser.add_argument("--hnsw-ef", default="400,200,100", help="search_ef values of the HNSW sweep ('' skips it)")
@@ -233,31 +192,28 @@ def main() -> None:
         return latency_only(args.latency_size, efs)
     hs, dense_ok = haystacks()
     covered = [h for h, ok in zip(hs, dense_ok, strict=True) if ok]
-    tune_half = [h for i, h in enumerate(covered) if i % 2 == 0]
-    held_out = [h for i, h in enumerate(covered) if i % 2 == 1]
-    tuning = tune(tune_half) if args.tune else None
-    overrides = tuning["best"]["overrides"] if tuning else TUNED
-    settings = tiered_settings(**overrides)
+    odd_half = [h for i, h in enumerate(covered) if i % 2 == 1]
+    settings = tiered_settings(**TUNED)
     lexical_only: dict[str, Any] = {"bm25": bm25_ranking}
     report: dict[str, Any] = {
         "dataset": "LongMemEval_S cleaned subset200",
         "protocol": (
-            f"{len(hs)} non-abstention questions of 199; dense vectors cached for {len(covered)}. Tuned on "
-            f"{len(tune_half)} (even positions among those), held out {len(held_out)} (odd positions). Keys are "
-            "user turns; a session ranks at the first appearance of one of its turns. Plain rows: gold sessions are "
-            "the answer sessions and questions without user-turn evidence count at session level only. 'official' "
-            "rows: LongMemEval's run_retrieval.py conventions (gold sessions are those holding a gold user turn; every "
-            "question counts, one without gold user turns scoring all = 1, any = 0)."
+            f"{len(hs)} non-abstention questions of 199; dense vectors cached for {len(covered)}, all held out (the"
+            " weights and the query adapter were chosen on development haystacks built from other LongMemEval"
+            f" questions). The odd half ({len(odd_half)} questions at odd positions) is the earlier rounds' held-out"
+            " half, kept for comparison. Keys are user turns; a session ranks at the first appearance of one of its"
+            " turns. Plain rows: gold sessions are the answer sessions and questions without user-turn evidence count"
+            " at session level only. 'official' rows: LongMemEval's run_retrieval.py conventions (gold sessions are"
+            " those holding a gold user turn; every question counts, one without gold user turns scoring all = 1,"
+            " any = 0)."
         ),
         "embedder": "all-MiniLM-L6-v2 (max_seq_length 256)",
-        "tiered_settings": {"project_tier": TIER.model_dump(), **overrides},
+        "tiered_settings": {"project_tier": TIER.model_dump(), **settings.model_dump(include=FUSION_KEYS)},
         "retrieval": {
-            f"held-out half ({len(held_out)} questions)": evaluate(held_out, methods(settings)),
-            f"all questions with vectors ({len(covered)})": evaluate(covered, methods(settings)),
+            f"all questions with vectors ({len(covered)}, none tuned on)": evaluate(covered, methods(settings)),
+            f"odd half ({len(odd_half)} questions, the earlier held-out half)": evaluate(odd_half, methods(settings)),
             f"BM25 on every question ({len(hs)})": evaluate(hs, lexical_only),
         },
-        "tuning": tuning,
-        "time_tuning": tune_time(tune_half) if args.tune_time else None,
     }
     previous = json.loads((OUT / "memory.json").read_text()) if (OUT / "memory.json").exists() else {}
     report["latency"] = previous.get("latency") if args.no_latency else measure_latency(hs, args.latency_size, efs)

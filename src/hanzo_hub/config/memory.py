@@ -54,9 +54,11 @@ class MemorySettings(_Model):
         default=1.0, ge=0, description="Weight of the cross-encoder's score (0-1) added to the fused score."
     )
     semantic_weight: float = 0.6
-    lexical_weight: float = 0.25
+    lexical_weight: float = 0.15
     group_weight: float = Field(
-        default=0.1, ge=0, description="Weight of the BM25 score of the conversation (source) an entry came from."
+        default=0.0,
+        ge=0,
+        description="Weight of the BM25 score of the conversation (source) an entry came from; 0 (the default): off.",
     )
     lexical_k1: float = Field(default=1.2, gt=0, description="BM25 k1 of the memory index.")
     lexical_b: float = Field(default=0.75, ge=0, le=1, description="BM25 b (length normalisation).")

@@ -11,7 +11,8 @@ is scored as
 
 where ``group_bm25`` scores the whole conversation the entry came from (its ``source``: every entry remembered in
 one session shares one) as a single document, so the turns of a conversation that matches the query as a whole
-rise together even when each holds only part of the answer (on LongMemEval this lifts multi-session recall).
+rise together even when each holds only part of the answer. Its weight is 0 by default: with the query adapter the
+development set (``bench/_memory_dev.py``) scored best without it.
 
 Where a local cross-encoder is configured (``memory.reranker``, :mod:`hanzo_hub.memory.rerank`), the best
 ``rerank_top`` of the union are scored by it with the query, in a worker thread, and re-ordered by
