@@ -9,9 +9,12 @@ the SDK ``ClientSession`` (its read stream), so everything the session does keep
 stdin pipe, one whole line per write, with flow control (a write waits while the pipe's buffer is full).
 
 What the SDK transport guarantees is kept: the server runs in its own session (process group), stderr goes to the
-caller's file, the read side ends when stdout reaches EOF (unparseable lines surface as exceptions on the read
-stream, a partial last line is dropped), and shutdown is bounded and shielded: stop reading into the session, flush,
-close stdin, wait ``PROCESS_TERMINATION_TIMEOUT``, SIGTERM then SIGKILL the process group, close the transport.
+caller's file (straight from the process, or, when the transport has a ``redact`` function, read here and written
+line by line with secrets replaced: ``hanzo_hub.backends.stderr_log``), the read side ends when stdout reaches EOF
+(unparseable lines surface as exceptions on the read stream, a partial last line is dropped), and shutdown is
+bounded and shielded: stop reading into the session, flush, close stdin, wait ``PROCESS_TERMINATION_TIMEOUT``,
+SIGTERM then SIGKILL the process group, wait ``FLUSH_TIMEOUT`` for stderr's last bytes when the hub reads it, close
+the transport.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
 from hanzo_hub.backends.rawchannel import RawChannel
+from hanzo_hub.backends.stderr_log import RedactedLog
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +74,9 @@ class _Wire(asyncio.SubprocessProtocol):
         self.exited = asyncio.Event()
         self.stdout_closed = asyncio.Event()
         self.stdin_lost = False
+        self.stderr: RedactedLog | None = None
+        """Where stderr goes when the hub reads it (redacting); ``None``: the process writes the log file itself."""
+        self.stderr_closed = asyncio.Event()
         self.discard = False  # shutting down: frames are read (so the server can flush) and dropped
         self._parts: list[bytes] = []
         self._paused_reading = False
@@ -83,6 +90,8 @@ class _Wire(asyncio.SubprocessProtocol):
 
     def pipe_data_received(self, fd: int, data: bytes) -> None:
         if fd != 1:
+            if fd == 2 and self.stderr is not None:
+                self.stderr.write(data)
             return
         start = 0
         end = data.find(b"\n")
@@ -108,6 +117,10 @@ class _Wire(asyncio.SubprocessProtocol):
         if fd == 0:
             self.stdin_lost = True
             self._wake_writers()
+        elif fd == 2:
+            if self.stderr is not None:
+                self.stderr.close()
+            self.stderr_closed.set()
         elif fd == 1:
             if self._parts:
                 logger.debug("server stdout ended inside a line (%d bytes dropped)", sum(map(len, self._parts)))
@@ -278,14 +291,21 @@ class PipeTransport:
     """An ``mcp.Client`` transport running one server as a subprocess on event-loop pipes.
 
     ``launch`` is entered for every start and yields the command line (a sandbox plan wraps it, and is released on
-    exit, after the process ended); stderr is appended to ``log_path``. :meth:`bind` hands the transport the
-    connection's raw channel before it is entered: the channel's requests are then written by it and their answers
-    resolved in its read callback.
+    exit, after the process ended); stderr is appended to ``log_path``, through ``redact`` when given. :meth:`bind`
+    hands the transport the connection's raw channel before it is entered: the channel's requests are then written
+    by it and their answers resolved in its read callback.
     """
 
-    def __init__(self, launch: Callable[[], AbstractAsyncContextManager[Launch]], log_path: Path) -> None:
+    def __init__(
+        self,
+        launch: Callable[[], AbstractAsyncContextManager[Launch]],
+        log_path: Path,
+        redact: Callable[[str], str] | None = None,
+    ) -> None:
         self.launch = launch
         self.log_path = log_path
+        self.redact = redact
+        """Applied to each stderr line before it reaches ``log_path`` (``None``: stderr goes there unread)."""
         self.channel: RawChannel | None = None
         self.pid: int | None = None
         """The server's process id once it runs (its process group's too)."""
@@ -321,6 +341,8 @@ async def _spawned(launch: Launch, errlog: IO[bytes], spec: PipeTransport) -> As
     loop = asyncio.get_running_loop()
     send, receive = anyio.create_memory_object_stream[_Item](math.inf)
     wire = _Wire(channel, send)
+    if spec.redact is not None:
+        wire.stderr = RedactedLog(errlog, spec.redact)
     env = get_default_environment() | dict(launch.env or {})
     transport, _ = await loop.subprocess_exec(
         lambda: wire,
@@ -328,7 +350,7 @@ async def _spawned(launch: Launch, errlog: IO[bytes], spec: PipeTransport) -> As
         *launch.args,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
-        stderr=errlog,
+        stderr=errlog if wire.stderr is None else asyncio.subprocess.PIPE,
         env=env,
         cwd=launch.cwd,
         start_new_session=True,
@@ -364,6 +386,9 @@ async def _shutdown(transport: asyncio.SubprocessTransport, wire: _Wire, reader:
         await _kill_group(transport.get_pid(), wire)
         if not await _exited(wire, REAP_TIMEOUT):
             logger.warning("server process %d is still alive after SIGKILL; abandoning it", transport.get_pid())
+    if wire.stderr is not None:  # what the server wrote last (often why it died) is still in the pipe
+        with anyio.move_on_after(FLUSH_TIMEOUT):
+            await wire.stderr_closed.wait()
     with contextlib.suppress(PermissionError):  # re-killing a setuid child on close
         transport.close()
 

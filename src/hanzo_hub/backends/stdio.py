@@ -21,13 +21,19 @@ from hanzo_hub.backends.base import ConnectContext
 from hanzo_hub.backends.pipes import Launch, PipeTransport
 from hanzo_hub.backends.snapshot import file_key
 from hanzo_hub.config import StdioServerSpec
-from hanzo_hub.sandbox.vault import expand_secrets
+from hanzo_hub.sandbox.vault import Redactor, expand_secrets
 
 
 def connect(spec: StdioServerSpec, context: ConnectContext) -> AbstractAsyncContextManager[Any]:
-    """A transport that spawns the server; its stderr is appended to ``<log_dir>/<server>.log``."""
+    """A transport that spawns the server; its stderr is appended to ``<log_dir>/<server>.log``.
+
+    With secrets in the vault, every stderr line has them replaced by ``[redacted:NAME]`` before it is written (on
+    asyncio; the SDK's transport, used off asyncio, writes stderr to the file as it comes).
+    """
     if _on_asyncio():
-        return PipeTransport(lambda: _launch(spec, context), context.log_dir / f"{file_key(context.server)}.log")
+        redact = Redactor(context.secrets).redact if context.secrets else None
+        log = context.log_dir / f"{file_key(context.server)}.log"
+        return PipeTransport(lambda: _launch(spec, context), log, redact)
     return _sdk_spawn(spec, context)
 
 

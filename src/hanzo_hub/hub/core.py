@@ -56,6 +56,7 @@ from hanzo_hub.hub.registry import Registry, Target
 from hanzo_hub.hub.relay import Relay
 from hanzo_hub.hub.results import flag_text_errors
 from hanzo_hub.sandbox.launch import Backends
+from hanzo_hub.sandbox.vault import redacted_logs
 
 logger = logging.getLogger(__name__)
 
@@ -139,26 +140,30 @@ class Hub:
 
     @asynccontextmanager
     async def run(self) -> AsyncIterator[None]:
-        """Load snapshots, run the pool and discovery; on exit every downstream server is stopped."""
-        missing = self._load_snapshots()
-        try:
-            async with self.llm.running(), self.pool, anyio.create_task_group() as tg:
-                self.bridge.bind(tg)
-                self._tasks = tg
-                for task in self._background:
-                    tg.start_soon(task)
-                if missing:
-                    self.pool.start_discovery(missing, self._discovered.set)
-                else:
-                    self._discovered.set()
-                yield
-                tg.cancel_scope.cancel()
-        finally:
-            self._tasks = None
-            self.notifier.close()
-            self.guard.close()
-            with anyio.CancelScope(shield=True):
-                await self.sandboxes.aclose()
+        """Load snapshots, run the pool and discovery; on exit every downstream server is stopped.
+
+        Meanwhile every log handler redacts the vault's secrets (a downstream's error can quote its credentials).
+        """
+        with redacted_logs(self.guard.redactor):
+            missing = self._load_snapshots()
+            try:
+                async with self.llm.running(), self.pool, anyio.create_task_group() as tg:
+                    self.bridge.bind(tg)
+                    self._tasks = tg
+                    for task in self._background:
+                        tg.start_soon(task)
+                    if missing:
+                        self.pool.start_discovery(missing, self._discovered.set)
+                    else:
+                        self._discovered.set()
+                    yield
+                    tg.cancel_scope.cancel()
+            finally:
+                self._tasks = None
+                self.notifier.close()
+                self.guard.close()
+                with anyio.CancelScope(shield=True):
+                    await self.sandboxes.aclose()
 
     def background(self, task: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run ``task`` in the hub's task group (now, or when ``run`` starts); it is cancelled at shutdown."""

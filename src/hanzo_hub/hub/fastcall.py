@@ -264,8 +264,9 @@ class RawToolCalls:
         # ``logging/setLevel`` (the fallback below adds it for a server restarted into the stateless era).
         try:
             answer = await self._forward(ctx, plan, admission)
-        except BackendError as exc:
-            return _error_result(str(exc)), None
+        except BackendError as exc:  # its text may quote the server's stderr: redacted like any result
+            redactor = hub.guard.redactor
+            return _error_result(redactor.redact(str(exc)) if redactor is not None else str(exc)), None
         if answer is None:
             return _dump(hub.guard.release(admission, None)), None  # the policy's per-call timeout expired
         return self._released(target.server, admission, *answer)

@@ -17,14 +17,23 @@ import re
 import stat
 import tempfile
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken
 
 from hanzo_hub.errors import VaultError
 
-__all__ = ["KEYRING_USER", "MIN_REDACT_LENGTH", "SECRET_REF", "RedactingFilter", "Redactor", "Vault", "expand_secrets"]
+__all__ = [
+    "KEYRING_USER",
+    "MIN_REDACT_LENGTH",
+    "SECRET_REF",
+    "RedactingFilter",
+    "Redactor",
+    "Vault",
+    "expand_secrets",
+    "redacted_logs",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -218,3 +227,24 @@ class RedactingFilter(logging.Filter):
         record.msg = self.redactor.redact(record.getMessage())
         record.args = None
         return True
+
+
+@contextlib.contextmanager
+def redacted_logs(redactor: Redactor | None) -> Iterator[None]:
+    """While open, every handler of the root logger redacts ``redactor``'s secrets from what it emits.
+
+    A filter on the handlers (not on a logger) sees the records of every logger that propagates to them, the
+    SDK's and the libraries' included. ``None`` (an empty vault) changes nothing.
+    """
+    if redactor is None:
+        yield
+        return
+    redacting = RedactingFilter(redactor)
+    handlers = list(logging.getLogger().handlers)
+    for handler in handlers:
+        handler.addFilter(redacting)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(redacting)

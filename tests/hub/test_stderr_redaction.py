@@ -1,0 +1,89 @@
+"""A downstream server that prints a vault secret to stderr: the hub's log file and every message built from it carry
+``[redacted:NAME]`` instead, on both call paths (the raw fast path and the SDK session path)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from hanzo_hub.config import HubSettings
+from hanzo_hub.hub.core import Hub
+from hanzo_hub.hub.fastcall import RawToolCalls
+from hanzo_hub.hub.server import build_server
+from hanzo_hub.sandbox.vault import Vault
+from tests.conftest import REPO, MakeSettings, inproc, text_of
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("no_leaked_children")]
+
+SECRET = "sk-live-9f8e7d6c5b4a3210"
+
+
+def escape(**extra: Any) -> dict[str, Any]:
+    return {"command": sys.executable, "args": ["-m", "tests.fixtures.escape"], "cwd": str(REPO), **extra}
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast-path", "session"])
+async def test_a_secret_printed_to_stderr_never_reaches_the_log_or_the_client(
+    make_settings: MakeSettings, fast: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    era = {"protocol": "legacy"} if fast else {}
+    settings = make_settings(
+        {"escape": escape(env={"API_TOKEN": "${vault:API_TOKEN}"}, **era), "alpha": inproc("alpha")},
+        sandbox={"keyring_service": None},
+    )
+    Vault(settings.vault_dir, keyring_service=None).set("API_TOKEN", SECRET)
+
+    async with Hub.open(settings) as hub:
+        server = build_server(hub)
+        raw = next(m for m in server.middleware if isinstance(m, RawToolCalls))
+        async with Client(server, mode="legacy" if fast else "auto") as client:
+            await client.call_tool("escape__whoami", {})  # the first call starts the server (normal path)
+            await client.call_tool("escape__whoami", {})
+            assert (raw.fast_calls == 1) is fast  # so the next call takes the fast path, or the session's
+            crashed = await client.call_tool("escape__leak_and_crash", {"name": "API_TOKEN"})
+            token = await client.call_tool("escape__getenv", {"name": "API_TOKEN"})  # the server restarts
+
+    message = text_of(crashed)
+    assert crashed.is_error
+    assert "fatal: bad credentials [redacted:API_TOKEN]" in message  # the stderr tail is in the error, redacted
+    assert SECRET not in message
+    assert text_of(token) == "[redacted:API_TOKEN]"  # the restarted server got the secret again
+    log = _log(settings)
+    assert SECRET.encode() not in log
+    assert log.count(b"[redacted:API_TOKEN]") == 2  # the plain line and the one written in two pieces
+    assert b"retrying with [redacted:API_TOKEN] failed" in log
+    assert "exited unexpectedly; stderr: fatal: bad credentials [redacted:API_TOKEN]" in caplog.text
+    assert SECRET not in caplog.text
+
+
+async def test_the_hubs_own_log_lines_are_redacted_while_it_runs(
+    make_settings: MakeSettings, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = make_settings({"alpha": inproc("alpha")}, sandbox={"keyring_service": None})
+    Vault(settings.vault_dir, keyring_service=None).set("API_TOKEN", SECRET)
+    log = logging.getLogger("tests.redaction")
+    async with Hub.open(settings):
+        log.warning("a library echoed %s in an error", SECRET)
+    log.warning("after the hub closed: %s", SECRET)  # the filter belongs to the running hub, not the process
+    lines = [r.getMessage() for r in caplog.records if r.name == "tests.redaction"]
+    assert lines == ["a library echoed [redacted:API_TOKEN] in an error", f"after the hub closed: {SECRET}"]
+
+
+async def test_stderr_of_a_server_without_secrets_is_logged_as_written(make_settings: MakeSettings) -> None:
+    settings = make_settings(
+        {"escape": escape(env={"API_TOKEN": "not-a-vault-value"}), "alpha": inproc("alpha")},
+        sandbox={"keyring_service": None},
+    )
+    async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
+        crashed = await client.call_tool("escape__leak_and_crash", {"name": "API_TOKEN"})
+    assert crashed.is_error
+    assert b"fatal: bad credentials not-a-vault-value\nretrying with not-a-vault-value failed\n" in _log(settings)
+
+
+def _log(settings: HubSettings) -> bytes:
+    (path,) = settings.log_dir.glob("escape-*.log")
+    return path.read_bytes()
