@@ -45,6 +45,10 @@ class ConnectContext:
     """A ``sandbox.launch.ServerSandbox``: a stdio server is launched through its plan (``None``: unconfined)."""
     secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
     """Vault values for the ``${vault:NAME}`` references in the spec's env or headers."""
+    log_max_bytes: int = 0
+    """A stdio server's stderr log is rotated at this size (0: never)."""
+    log_backups: int = 2
+    """Rotated stderr logs kept."""
 
 
 class Connector(Protocol):

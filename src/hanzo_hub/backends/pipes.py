@@ -9,12 +9,11 @@ the SDK ``ClientSession`` (its read stream), so everything the session does keep
 stdin pipe, one whole line per write, with flow control (a write waits while the pipe's buffer is full).
 
 What the SDK transport guarantees is kept: the server runs in its own session (process group), stderr goes to the
-caller's file (straight from the process, or, when the transport has a ``redact`` function, read here and written
-line by line with secrets replaced: ``hanzo_hub.backends.stderr_log``), the read side ends when stdout reaches EOF
+caller's file (read here and written line by line, with secrets replaced and the file rotated:
+``hanzo_hub.backends.stderr_log``), the read side ends when stdout reaches EOF
 (unparseable lines surface as exceptions on the read stream, a partial last line is dropped), and shutdown is
 bounded and shielded: stop reading into the session, flush, close stdin, wait ``PROCESS_TERMINATION_TIMEOUT``,
-SIGTERM then SIGKILL the process group, wait ``FLUSH_TIMEOUT`` for stderr's last bytes when the hub reads it, close
-the transport.
+SIGTERM then SIGKILL the process group, wait ``FLUSH_TIMEOUT`` for stderr's last bytes, close the transport.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import IO, cast
+from typing import cast
 
 import anyio
 import anyio.lowlevel
@@ -40,7 +39,7 @@ from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
 from hanzo_hub.backends.rawchannel import RawChannel
-from hanzo_hub.backends.stderr_log import RedactedLog
+from hanzo_hub.backends.stderr_log import ServerLog
 
 logger = logging.getLogger(__name__)
 
@@ -74,8 +73,8 @@ class _Wire(asyncio.SubprocessProtocol):
         self.exited = asyncio.Event()
         self.stdout_closed = asyncio.Event()
         self.stdin_lost = False
-        self.stderr: RedactedLog | None = None
-        """Where stderr goes when the hub reads it (redacting); ``None``: the process writes the log file itself."""
+        self.stderr: ServerLog | None = None
+        """Where stderr goes (``None``: nowhere)."""
         self.stderr_closed = asyncio.Event()
         self.discard = False  # shutting down: frames are read (so the server can flush) and dropped
         self._parts: list[bytes] = []
@@ -119,7 +118,7 @@ class _Wire(asyncio.SubprocessProtocol):
             self._wake_writers()
         elif fd == 2:
             if self.stderr is not None:
-                self.stderr.close()
+                self.stderr.close()  # the file is closed again when the run ends (closing twice is harmless)
             self.stderr_closed.set()
         elif fd == 1:
             if self._parts:
@@ -291,7 +290,8 @@ class PipeTransport:
     """An ``mcp.Client`` transport running one server as a subprocess on event-loop pipes.
 
     ``launch`` is entered for every start and yields the command line (a sandbox plan wraps it, and is released on
-    exit, after the process ended); stderr is appended to ``log_path``, through ``redact`` when given. :meth:`bind`
+    exit, after the process ended); stderr is appended to ``log_path`` (a :class:`ServerLog`: through ``redact`` when
+    given, rotated at ``log_max_bytes``, ``log_backups`` old files kept). :meth:`bind`
     hands the transport the connection's raw channel before it is entered: the channel's requests are then written
     by it and their answers resolved in its read callback.
     """
@@ -301,11 +301,16 @@ class PipeTransport:
         launch: Callable[[], AbstractAsyncContextManager[Launch]],
         log_path: Path,
         redact: Callable[[str], str] | None = None,
+        *,
+        log_max_bytes: int = 0,
+        log_backups: int = 2,
     ) -> None:
         self.launch = launch
         self.log_path = log_path
         self.redact = redact
-        """Applied to each stderr line before it reaches ``log_path`` (``None``: stderr goes there unread)."""
+        """Applied to each stderr line before it reaches ``log_path`` (``None``: written as it came)."""
+        self.log_max_bytes = log_max_bytes
+        self.log_backups = log_backups
         self.channel: RawChannel | None = None
         self.pid: int | None = None
         """The server's process id once it runs (its process group's too)."""
@@ -328,21 +333,22 @@ class PipeTransport:
 
 @asynccontextmanager
 async def _run(spec: PipeTransport) -> AsyncIterator[tuple[_Reader, _Writer]]:
-    spec.log_path.parent.mkdir(parents=True, exist_ok=True)
     async with spec.launch() as launch:
-        with spec.log_path.open("ab") as errlog:
-            async with _spawned(launch, errlog, spec) as streams:
+        log = ServerLog(spec.log_path, spec.redact, max_bytes=spec.log_max_bytes, backups=spec.log_backups)
+        try:
+            async with _spawned(launch, log, spec) as streams:
                 yield streams
+        finally:
+            log.close()
 
 
 @asynccontextmanager
-async def _spawned(launch: Launch, errlog: IO[bytes], spec: PipeTransport) -> AsyncIterator[tuple[_Reader, _Writer]]:
+async def _spawned(launch: Launch, log: ServerLog, spec: PipeTransport) -> AsyncIterator[tuple[_Reader, _Writer]]:
     channel = spec.channel
     loop = asyncio.get_running_loop()
     send, receive = anyio.create_memory_object_stream[_Item](math.inf)
     wire = _Wire(channel, send)
-    if spec.redact is not None:
-        wire.stderr = RedactedLog(errlog, spec.redact)
+    wire.stderr = log
     env = get_default_environment() | dict(launch.env or {})
     transport, _ = await loop.subprocess_exec(
         lambda: wire,
@@ -350,7 +356,7 @@ async def _spawned(launch: Launch, errlog: IO[bytes], spec: PipeTransport) -> As
         *launch.args,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
-        stderr=errlog if wire.stderr is None else asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
         env=env,
         cwd=launch.cwd,
         start_new_session=True,
@@ -386,9 +392,8 @@ async def _shutdown(transport: asyncio.SubprocessTransport, wire: _Wire, reader:
         await _kill_group(transport.get_pid(), wire)
         if not await _exited(wire, REAP_TIMEOUT):
             logger.warning("server process %d is still alive after SIGKILL; abandoning it", transport.get_pid())
-    if wire.stderr is not None:  # what the server wrote last (often why it died) is still in the pipe
-        with anyio.move_on_after(FLUSH_TIMEOUT):
-            await wire.stderr_closed.wait()
+    with anyio.move_on_after(FLUSH_TIMEOUT):  # what the server wrote last (often why it died) may still be in the pipe
+        await wire.stderr_closed.wait()
     with contextlib.suppress(PermissionError):  # re-killing a setuid child on close
         transport.close()
 

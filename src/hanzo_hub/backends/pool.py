@@ -102,6 +102,8 @@ class BackendPool:
                 local=self._local.get(name),
                 sandbox=self._sandboxes.get(name),
                 secrets=self._secrets,
+                log_max_bytes=self._settings.log_max_bytes,
+                log_backups=self._settings.log_backups,
             )
             self.supervisors[name] = Supervisor(
                 name, spec, self._settings, context, self._hooks, self._slots, tg, clock=self._clock

@@ -1,30 +1,57 @@
-"""A downstream server's stderr on its way to ``<log_dir>/<server>.log``, with vault secrets replaced first.
+"""A downstream server's stderr on its way to ``<log_dir>/<server>.log``: secrets replaced, size bounded.
 
-A server that prints its credentials (a failed login echoing the token, a crash dumping its environment) must not
-leave them on disk, nor in the error messages the supervisor builds from the log's last lines. Stderr is read on
-the event loop (``hanzo_hub.backends.pipes``), cut into lines, and each whole line is redacted before it is written,
-so a secret split across two writes of the server is still caught. A line longer than ``MAX_LINE`` is written in
-pieces; a secret straddling such a cut could pass, which is why the cut is far above any credential's length.
+The hub reads every stdio server's stderr on the event loop (``hanzo_hub.backends.pipes``) and hands it to a
+:class:`ServerLog`, which
+- cuts it into lines and, when it has a ``redact`` function (the vault holds secrets), passes each whole line through
+  it before anything is written, so a server that prints its credentials leaves none on disk nor in the error messages
+  the supervisor builds from the log's last lines, even when the secret arrives in two writes;
+- rotates the file between lines, so it stays under ``max_bytes`` (``<server>.log`` -> ``<server>.log.1`` ...,
+  ``backups`` old files kept), so a chatty server cannot fill the disk;
+- survives a failing disk: a write that fails (disk full, file removed) drops those bytes, warns once, and the server
+  runs on (an exception in the pipe's callback would close the pipe, and the server's next write to stderr would
+  fail).
+
+A line longer than ``MAX_LINE`` is written in pieces; a secret straddling such a cut could pass, which is why the cut
+is far above any credential's length.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import IO
 
-__all__ = ["MAX_LINE", "RedactedLog"]
+__all__ = ["MAX_LINE", "ServerLog"]
+
+logger = logging.getLogger(__name__)
 
 MAX_LINE = 64 * 1024
 """Bytes of one unfinished line held back before it is written anyway."""
 
 
-class RedactedLog:
-    """Writes a byte stream to ``file`` line by line, each line passed through ``redact``."""
+class ServerLog:
+    """Appends a server's stderr to ``path`` line by line, redacted and rotated."""
 
-    def __init__(self, file: IO[bytes], redact: Callable[[str], str]) -> None:
-        self.file = file
+    def __init__(
+        self,
+        path: Path,
+        redact: Callable[[str], str] | None = None,
+        *,
+        max_bytes: int = 0,
+        backups: int = 2,
+    ) -> None:
+        self.path = path
         self.redact = redact
+        self.max_bytes = max_bytes
+        """Rotate once the file reaches this size (0: never)."""
+        self.backups = backups
         self._pending = bytearray()
+        self._file: IO[bytes] | None = None
+        self._size = 0
+        self._warned = False
 
     def write(self, data: bytes) -> None:
         """Take the next bytes the server wrote; whole lines go to the file now, the unfinished rest waits."""
@@ -33,17 +60,78 @@ class RedactedLog:
         if cut == 0 and len(self._pending) > MAX_LINE:
             cut = len(self._pending)
         if cut:
-            self._write(bytes(self._pending[:cut]))
+            self._emit(bytes(self._pending[:cut]))
             del self._pending[:cut]
 
     def close(self) -> None:
-        """The stream ended: write what is left (a last line without a newline)."""
+        """The stream ended: write what is left (a last line without a newline) and close the file."""
         if self._pending:
-            self._write(bytes(self._pending))
+            self._emit(bytes(self._pending))
             self._pending.clear()
+        if self._file is not None:
+            file, self._file = self._file, None
+            try:
+                file.close()
+            except OSError as exc:
+                self._failed(exc)
 
-    def _write(self, chunk: bytes) -> None:
-        # surrogateescape keeps bytes that are not UTF-8 exactly as the server wrote them
-        text = self.redact(chunk.decode("utf-8", "surrogateescape"))
-        self.file.write(text.encode("utf-8", "surrogateescape"))
-        self.file.flush()  # the supervisor reads the log's tail when the server fails
+    def _emit(self, chunk: bytes) -> None:
+        if self.redact is not None:  # surrogateescape keeps bytes that are not UTF-8 exactly as the server wrote them
+            chunk = self.redact(chunk.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+        try:
+            while chunk:
+                file = self._open()
+                cut = self._fitting(chunk)
+                if cut == 0:  # the next line does not fit in what is left: it starts the next file
+                    self._rotate()
+                    continue
+                file.write(chunk[:cut])
+                file.flush()  # the supervisor reads the log's tail when the server fails
+                self._size += cut
+                chunk = chunk[cut:]
+                if self.max_bytes and self._size >= self.max_bytes:
+                    self._rotate()
+        except OSError as exc:
+            self._failed(exc)
+
+    def _fitting(self, chunk: bytes) -> int:
+        """How many bytes of ``chunk`` (whole lines) go into the current file before ``max_bytes``; 0: none, rotate
+        first. A line longer than the limit goes alone into a file of its own."""
+        room = self.max_bytes - self._size
+        if not self.max_bytes or len(chunk) <= room:
+            return len(chunk)
+        cut = chunk.rfind(b"\n", 0, room) + 1
+        if cut == 0 and self._size == 0:
+            cut = chunk.find(b"\n") + 1 or len(chunk)
+        return cut
+
+    def _open(self) -> IO[bytes]:
+        if self._file is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = self.path.open("ab")
+            self._size = self._file.tell()
+        return self._file
+
+    def _rotate(self) -> None:
+        """``path`` becomes ``path.1`` (older ones move up, the oldest beyond ``backups`` is dropped); a new file
+        starts. With no backups the file is emptied instead."""
+        assert self._file is not None
+        self._file.close()
+        self._file = None
+        if self.backups <= 0:
+            self.path.write_bytes(b"")
+            return
+        for n in range(self.backups - 1, 0, -1):
+            older = self.path.with_name(f"{self.path.name}.{n}")
+            if older.exists():
+                os.replace(older, self.path.with_name(f"{self.path.name}.{n + 1}"))
+        os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
+
+    def _failed(self, exc: OSError) -> None:
+        if self._file is not None:  # reopen on the next write (the disk may have room again, the file may be back)
+            with contextlib.suppress(OSError):
+                self._file.close()
+            self._file = None
+        if not self._warned:
+            self._warned = True
+            logger.warning("cannot write the server log %s (%s); dropping its stderr until it can", self.path, exc)

@@ -27,13 +27,20 @@ from hanzo_hub.sandbox.vault import Redactor, expand_secrets
 def connect(spec: StdioServerSpec, context: ConnectContext) -> AbstractAsyncContextManager[Any]:
     """A transport that spawns the server; its stderr is appended to ``<log_dir>/<server>.log``.
 
-    With secrets in the vault, every stderr line has them replaced by ``[redacted:NAME]`` before it is written (on
-    asyncio; the SDK's transport, used off asyncio, writes stderr to the file as it comes).
+    On asyncio the hub writes that log itself (``hanzo_hub.backends.stderr_log``): with secrets in the vault every
+    line has them replaced by ``[redacted:NAME]``, and the file is rotated at ``context.log_max_bytes``. Off asyncio
+    (never in the hub itself) the SDK's transport appends stderr to the file as it comes.
     """
     if _on_asyncio():
         redact = Redactor(context.secrets).redact if context.secrets else None
         log = context.log_dir / f"{file_key(context.server)}.log"
-        return PipeTransport(lambda: _launch(spec, context), log, redact)
+        return PipeTransport(
+            lambda: _launch(spec, context),
+            log,
+            redact,
+            log_max_bytes=context.log_max_bytes,
+            log_backups=context.log_backups,
+        )
     return _sdk_spawn(spec, context)
 
 

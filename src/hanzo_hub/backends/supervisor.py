@@ -530,7 +530,9 @@ class Supervisor:
             return ""
         try:
             with self.log_path.open("rb") as fh:
-                fh.seek(max(self._log_offset, self._log_size() - 4096))
+                size = self._log_size()
+                start = self._log_offset if self._log_offset <= size else 0  # rotated since this run began
+                fh.seek(max(start, size - 4096))
                 tail = fh.read().decode("utf-8", "replace").strip().splitlines()[-LOG_TAIL_LINES:]
         except OSError:
             return ""

@@ -225,6 +225,12 @@ class BackendSettings(_Model):
     breaker_threshold: int = Field(default=5, ge=1, description="Consecutive failures that open the circuit.")
     breaker_cooldown: float = Field(default=60.0, gt=0)
     start_concurrency: int = Field(default=8, ge=1, description="Servers started at once during discovery.")
+    log_max_bytes: int = Field(
+        default=10 * 1024**2,
+        ge=0,
+        description="Rotate a stdio server's stderr log (logs/<server>.log) at this size; 0=never.",
+    )
+    log_backups: int = Field(default=2, ge=0, description="Rotated stderr logs kept per server (<server>.log.1, ...).")
 
 
 NetworkMode = Literal["none", "loopback", "full"]

@@ -1,5 +1,6 @@
-"""A downstream server that prints a vault secret to stderr: the hub's log file and every message built from it carry
-``[redacted:NAME]`` instead, on both call paths (the raw fast path and the SDK session path)."""
+"""Downstream stderr as the hub keeps it: a vault secret a server prints becomes ``[redacted:NAME]`` in the log file
+and in every message built from it, on both call paths (the raw fast path and the SDK session path); a chatty
+server's log is rotated at its size limit and the crash report still quotes the right lines."""
 
 from __future__ import annotations
 
@@ -87,3 +88,24 @@ async def test_stderr_of_a_server_without_secrets_is_logged_as_written(make_sett
 def _log(settings: HubSettings) -> bytes:
     (path,) = settings.log_dir.glob("escape-*.log")
     return path.read_bytes()
+
+
+async def test_a_chatty_servers_log_is_rotated_and_the_crash_report_still_quotes_it(
+    make_settings: MakeSettings,
+) -> None:
+    settings = make_settings(
+        {"escape": escape(), "alpha": inproc("alpha")},
+        sandbox={"keyring_service": None},
+        backends={"log_max_bytes": 4096, "log_backups": 1},
+    )
+    async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
+        for _ in range(5):
+            assert text_of(await client.call_tool("escape__chatter", {"n": 100})) == "wrote 100"  # ~9 KB each
+        crashed = await client.call_tool("escape__leak_and_crash", {"name": "NOT_SET"})
+    assert crashed.is_error
+    assert "fatal: bad credentials <unset>" in text_of(crashed)
+    (log,) = settings.log_dir.glob("escape-*.log")
+    files = sorted(settings.log_dir.glob("escape-*.log*"))
+    assert [f.name for f in files] == [log.name, f"{log.name}.1"]
+    assert [f.stat().st_size <= 4096 for f in files] == [True, True], [f.stat().st_size for f in files]
+    assert b"chatter 00099" in log.read_bytes() + files[1].read_bytes()
