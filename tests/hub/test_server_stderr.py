@@ -1,22 +1,26 @@
 """Downstream stderr as the hub keeps it: a vault secret a server prints becomes ``[redacted:NAME]`` in the log file
 and in every message built from it, on both call paths (the raw fast path and the SDK session path); a chatty
-server's log is rotated at its size limit and the crash report still quotes the right lines."""
+server's log is rotated at its size limit and the crash report still quotes the right lines; and a secret a server
+puts in a resource, a prompt, a sampling or elicitation request or a log message reaches the client redacted."""
 
 from __future__ import annotations
 
 import logging
 import sys
+import warnings
 from typing import Any
 
+import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPDeprecationWarning
 
 from hanzo_hub.config import HubSettings
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.fastcall import RawToolCalls
 from hanzo_hub.hub.server import build_server
 from hanzo_hub.sandbox.vault import Vault
-from tests.conftest import REPO, MakeSettings, inproc, text_of
+from tests.conftest import REPO, MakeSettings, inproc, text_of, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("no_leaked_children")]
 
@@ -109,3 +113,48 @@ async def test_a_chatty_servers_log_is_rotated_and_the_crash_report_still_quotes
     assert [f.name for f in files] == [log.name, f"{log.name}.1"]
     assert [f.stat().st_size <= 4096 for f in files] == [True, True], [f.stat().st_size for f in files]
     assert b"chatter 00099" in log.read_bytes() + files[1].read_bytes()
+
+
+async def test_what_a_server_sends_clients_is_redacted_resources_prompts_sampling_elicitation_logs(
+    make_settings: MakeSettings,
+) -> None:
+    leaky = {"command": sys.executable, "args": ["-m", "tests.fixtures.leaky"], "cwd": str(REPO), "protocol": "legacy"}
+    settings = make_settings(
+        {"leaky": {**leaky, "env": {"API_TOKEN": "${vault:API_TOKEN}"}}, "alpha": inproc("alpha")},
+        sandbox={"keyring_service": None},
+        llm={"sampling": "client"},
+    )
+    Vault(settings.vault_dir, keyring_service=None).set("API_TOKEN", SECRET)
+    seen: list[str] = []
+
+    async def sampling(ctx: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        seen.append(params.model_dump_json())
+        return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="ok"), model="m")
+
+    async def elicitation(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        seen.append(params.model_dump_json())
+        return types.ElicitResult(action="decline")
+
+    async def log(params: types.LoggingMessageNotificationParams) -> None:
+        seen.append(params.model_dump_json())
+
+    callbacks = {"sampling_callback": sampling, "elicitation_callback": elicitation, "logging_callback": log}
+    async with Hub.open(settings) as hub, Client(build_server(hub), mode="legacy", **callbacks) as client:
+        with warnings.catch_warnings():  # logging/setLevel is deprecated in 2026-07-28, current in 2025-11-25
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await client.set_logging_level("info")
+        resources = {str(r.uri): r for r in (await client.list_resources()).resources}
+        (uri,) = [u for u in resources if u.endswith("config")]
+        read = await client.read_resource(uri)
+        prompt = await client.get_prompt("leaky__connect")
+        sampled = await client.call_tool("leaky__sample", {})
+        confirmed = await client.call_tool("leaky__confirm", {})
+        logged = await client.call_tool("leaky__log_it", {})
+        await wait_until(lambda: len(seen) >= 3, timeout=5)  # the log notification may trail the tool's result
+
+    assert [text_of(r) for r in (sampled, confirmed, logged)] == ["ok", "decline", "logged"]
+    texts = [read.model_dump_json(), prompt.model_dump_json(), *seen]
+    assert len(seen) == 3  # the sampling request, the elicitation request, the log message
+    for text in texts:
+        assert SECRET not in text
+        assert "[redacted:API_TOKEN]" in text

@@ -56,7 +56,7 @@ from hanzo_hub.hub.registry import Registry, Target
 from hanzo_hub.hub.relay import Relay
 from hanzo_hub.hub.results import flag_text_errors
 from hanzo_hub.sandbox.launch import Backends
-from hanzo_hub.sandbox.vault import redacted_logs
+from hanzo_hub.sandbox.vault import redacted_logs, redacted_model
 
 logger = logging.getLogger(__name__)
 
@@ -111,13 +111,20 @@ class Hub:
         self.notifier = ChangeNotifier()
         self._background: list[Callable[[], Coroutine[Any, Any, None]]] = []
         self._tasks: anyio.abc.TaskGroup | None = None
-        self.relay = Relay(self.notifier, user=settings.user, sampling=settings.llm.sampling, sampler=self.llm.sample)
+        self.guard = Guard(settings, entries, self.registry, secrets)
+        self._redact = self.guard.redactor.redact if self.guard.redactor is not None else None
+        self.relay = Relay(
+            self.notifier,
+            user=settings.user,
+            sampling=settings.llm.sampling,
+            sampler=self.llm.sample,
+            redact=self._redact,
+        )
         self.projects = Projects()
         self.bridge = EraBridge()
         self._hashes: dict[str, str] = {}
         self._stored: dict[str, Listing] = {}  # snapshots whose hash is computed only when a live list arrives
         self._discovered = anyio.Event()
-        self.guard = Guard(settings, entries, self.registry, secrets)
         self.sandboxes = Backends(settings.sandbox)
         self.launches = server_sandboxes(settings, servers, entries, self.sandboxes)
         self.pool = BackendPool(
@@ -320,6 +327,8 @@ class Hub:
         params: types.CallToolRequestParams | None,
     ) -> types.CallToolResult | types.InputRequiredResult:
         """Forward an admitted call to its server (through the era bridge where the eras differ)."""
+        if progress is not None and self._redact is not None:
+            progress = _redacted_progress(progress, self._redact)
         meta = self.relay.downstream_meta(ctx)
         if target.server in (MEMORY_SERVER, LLM_SERVER):
             meta = await identity_for(self.projects, self.settings.user, meta, ctx)
@@ -518,7 +527,7 @@ class Hub:
                 )
             return await client.read_resource(target.original, meta=meta)
 
-        result = await self._forward(target.server, ctx, run)
+        result = redacted_model(await self._forward(target.server, ctx, run), self._redact)
         if not self.registry.prefixed(target.server) or not isinstance(result, types.ReadResourceResult):
             return result
         alias = self.registry.alias(target.server)
@@ -552,7 +561,7 @@ class Hub:
                 )
             return await client.get_prompt(target.original, arguments)
 
-        return await self._forward(target.server, ctx, run)
+        return redacted_model(await self._forward(target.server, ctx, run), self._redact)
 
     async def complete(
         self,
@@ -578,7 +587,7 @@ class Hub:
         async def op(client: Client) -> types.CompleteResult:
             return await client.complete(original, argument, context)
 
-        return await self.pool.get(target.server).request(op)
+        return redacted_model(await self.pool.get(target.server).request(op), self._redact)
 
     def health(self) -> dict[str, Any]:
         """What ``/healthz`` reports."""
@@ -590,3 +599,12 @@ class Hub:
             "tools": len(self.registry.tools()),
             "detail": servers,
         }
+
+
+def _redacted_progress(callback: ProgressFnT, redact: Callable[[str], str]) -> ProgressFnT:
+    """``callback`` receiving the downstream's progress messages with the vault's secrets redacted."""
+
+    async def relay(progress: float, total: float | None, message: str | None) -> None:
+        await callback(progress, total, redact(message) if message is not None else None)
+
+    return relay

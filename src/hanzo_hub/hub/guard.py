@@ -56,7 +56,7 @@ from hanzo_hub.hub.llm_mount import LLM_SERVER
 from hanzo_hub.hub.memory_mount import PROJECT_KEY
 from hanzo_hub.hub.registry import Registry, Target
 from hanzo_hub.sandbox.policy import Decision, PolicyEngine
-from hanzo_hub.sandbox.vault import Redactor
+from hanzo_hub.sandbox.vault import Redactor, redacted_model
 
 __all__ = ["CATEGORY_ALIASES", "TURN_KEY", "Admission", "Guard"]
 
@@ -262,8 +262,8 @@ class Guard:
                 f"hanzo-hub policy: {admission.server}/{admission.tool} timed out after "
                 f"{admission.decision.timeout:g} s (per-call timeout)"
             )
-        if not isinstance(result, types.CallToolResult):
-            return result
+        if not isinstance(result, types.CallToolResult):  # a stateless-era server's questions for the client
+            return redacted_model(result, self.redactor.redact if self.redactor is not None else None)
         filtered = self.engine.filter_result(result, max_bytes=admission.decision.max_result_bytes)
         if len(filtered.content) != len(result.content) or filtered.structured_content != result.structured_content:
             self._write(admission, "truncate", f"result capped at {admission.decision.max_result_bytes} bytes", None)

@@ -11,6 +11,9 @@ downstream a clear error instead.
 Sampling may instead be answered by the hub's own router (``llm.sampling``): ``client`` always asks the client,
 ``router`` never does, ``client_then_router`` (the default) asks the client when it can answer and the router
 otherwise. The router's answer is billed to the user whose call caused the request.
+
+With secrets in the vault, every string of a downstream's sampling and elicitation requests and log messages is
+redacted (``[redacted:NAME]``) before a client or the router sees it.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from pydantic import BaseModel
 
 from hanzo_hub.hub.identity import current_user
 from hanzo_hub.hub.notify import ChangeNotifier
+from hanzo_hub.sandbox.vault import redacted_model
 
 logger = logging.getLogger(__name__)
 
@@ -93,8 +97,11 @@ class Relay:
         user: str = "local",
         sampling: str = "client",
         sampler: Sampler | None = None,
+        redact: Callable[[str], str] | None = None,
     ) -> None:
         self._notifier = notifier
+        self.redact = redact
+        """Applied to everything a downstream sends a client or the router (``None``: the vault is empty)."""
         self._user = user
         self.sampling = sampling
         self.sampler = sampler
@@ -169,6 +176,7 @@ class Relay:
         """``mcp.Client`` callbacks for ``server``: they relay its requests and logs to the right client."""
 
         async def sampling(context: ClientRequestContext, params: types.CreateMessageRequestParams) -> SamplingAnswer:
+            params = redacted_model(params, self.redact)  # a model, the client's or the router's, reads these
             if self.sampler is not None and self._router_samples(server):
                 call = self.upstream_for(server)
                 user = call.user if call is not None and call.user else current_user(self._user)
@@ -183,13 +191,14 @@ class Relay:
         async def elicitation(
             context: ClientRequestContext, params: types.ElicitRequestParams
         ) -> types.ElicitResult | types.ErrorData:
+            params = redacted_model(params, self.redact)
             return await self._ask(server, "elicitation", types.ElicitRequest(params=params), types.ElicitResult)
 
         async def roots(context: ClientRequestContext) -> types.ListRootsResult | types.ErrorData:
             return await self._ask(server, "roots", types.ListRootsRequest(), types.ListRootsResult)
 
         async def log(params: types.LoggingMessageNotificationParams) -> None:
-            await self._log(server, params)
+            await self._log(server, redacted_model(params, self.redact))
 
         return {
             "sampling_callback": sampling,

@@ -27,6 +27,7 @@ import anyio
 from mcp.types import CallToolResult, TextContent
 
 from hanzo_hub.config import SandboxSettings, ToolPolicySpec
+from hanzo_hub.sandbox.vault import redacted_data
 
 __all__ = ["BUILTIN_CATEGORIES", "Decision", "PolicyEngine", "ToolPolicy", "TokenBucket", "check_path"]
 
@@ -185,17 +186,6 @@ async def check_url(value: str, policy: ToolPolicy) -> str | None:
         if why is not None:
             return f"host {host} is {why}"
     return None
-
-
-def _redacted(value: Any, redact: Callable[[str], str]) -> Any:
-    """``value`` (JSON data) with ``redact`` applied to every string in it, keys included."""
-    if isinstance(value, str):
-        return redact(value)
-    if isinstance(value, dict):
-        return {redact(str(k)): _redacted(v, redact) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_redacted(v, redact) for v in value]
-    return value
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -507,7 +497,7 @@ class PolicyEngine:
                 kept.append(block)
         structured = result.structured_content
         if structured is not None and self.redact is not None:
-            structured = _redacted(structured, self.redact)
+            structured = redacted_data(structured, self.redact)
         dropped = False
         if structured is not None:  # usually a copy of the text: judged on its own, not added to the blocks
             size = len(json.dumps(structured, default=str))

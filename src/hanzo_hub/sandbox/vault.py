@@ -17,10 +17,12 @@ import re
 import stat
 import tempfile
 import urllib.parse
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any, TypeVar
 
 from cryptography.fernet import Fernet, InvalidToken
+from pydantic import BaseModel
 
 from hanzo_hub.errors import VaultError
 
@@ -32,7 +34,9 @@ __all__ = [
     "Redactor",
     "Vault",
     "expand_secrets",
+    "redacted_data",
     "redacted_logs",
+    "redacted_model",
 ]
 
 logger = logging.getLogger(__name__)
@@ -213,6 +217,29 @@ class Redactor:
         if self._pattern is None:
             return text
         return self._pattern.sub(lambda m: f"[redacted:{self._names[m.group(0)]}]", text)
+
+
+def redacted_data(value: Any, redact: Callable[[str], str]) -> Any:
+    """``value`` (JSON data) with ``redact`` applied to every string in it, keys included."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {redact(str(k)): redacted_data(v, redact) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redacted_data(v, redact) for v in value]
+    return value
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def redacted_model(model: M, redact: Callable[[str], str] | None) -> M:
+    """``model`` (a protocol message) with every string in it redacted; the same object when nothing changed."""
+    if redact is None:
+        return model
+    data = model.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    clean = redacted_data(data, redact)
+    return model if clean == data else type(model).model_validate(clean)
 
 
 class RedactingFilter(logging.Filter):
