@@ -1,7 +1,8 @@
 """Downstream stderr as the hub keeps it: a vault secret a server prints becomes ``[redacted:NAME]`` in the log file
 and in every message built from it, on both call paths (the raw fast path and the SDK session path); a chatty
 server's log is rotated at its size limit and the crash report still quotes the right lines; and a secret a server
-puts in a resource, a prompt, a sampling or elicitation request or a log message reaches the client redacted."""
+puts in a tool description, a resource, a prompt, a sampling or elicitation request or a log message reaches the
+client (and the snapshot on disk) redacted."""
 
 from __future__ import annotations
 
@@ -115,7 +116,7 @@ async def test_a_chatty_servers_log_is_rotated_and_the_crash_report_still_quotes
     assert b"chatter 00099" in log.read_bytes() + files[1].read_bytes()
 
 
-async def test_what_a_server_sends_clients_is_redacted_resources_prompts_sampling_elicitation_logs(
+async def test_what_a_server_sends_clients_is_redacted_listings_resources_prompts_sampling_elicitation_logs(
     make_settings: MakeSettings,
 ) -> None:
     leaky = {"command": sys.executable, "args": ["-m", "tests.fixtures.leaky"], "cwd": str(REPO), "protocol": "legacy"}
@@ -143,6 +144,7 @@ async def test_what_a_server_sends_clients_is_redacted_resources_prompts_samplin
         with warnings.catch_warnings():  # logging/setLevel is deprecated in 2026-07-28, current in 2025-11-25
             warnings.simplefilter("ignore", MCPDeprecationWarning)
             await client.set_logging_level("info")
+        tools = {t.name: t for t in (await client.list_tools()).tools}
         resources = {str(r.uri): r for r in (await client.list_resources()).resources}
         (uri,) = [u for u in resources if u.endswith("config")]
         read = await client.read_resource(uri)
@@ -153,7 +155,9 @@ async def test_what_a_server_sends_clients_is_redacted_resources_prompts_samplin
         await wait_until(lambda: len(seen) >= 3, timeout=5)  # the log notification may trail the tool's result
 
     assert [text_of(r) for r in (sampled, confirmed, logged)] == ["ok", "decline", "logged"]
-    texts = [read.model_dump_json(), prompt.model_dump_json(), *seen]
+    (snapshot,) = settings.snapshot_dir.glob("leaky-*.json")
+    texts = [tools["leaky__log_it"].model_dump_json(), snapshot.read_text(encoding="utf-8")]
+    texts += [read.model_dump_json(), prompt.model_dump_json(), *seen]
     assert len(seen) == 3  # the sampling request, the elicitation request, the log message
     for text in texts:
         assert SECRET not in text

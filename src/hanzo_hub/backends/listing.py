@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -12,6 +13,8 @@ import anyio
 import mcp_types as types
 from mcp import Client, MCPError
 from pydantic import ValidationError
+
+from hanzo_hub.sandbox.vault import redacted_data
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +64,13 @@ class Listing:
             capabilities=data.get("capabilities") or {},
             source=source,
         )
+
+    def redacted(self, redact: Callable[[str], str]) -> Listing:
+        """This listing with ``redact`` applied to every string of it (``self`` when nothing matched), so a secret
+        a server puts in a description reaches neither a snapshot nor a client."""
+        data = self.to_json()
+        clean = redacted_data(data, redact)
+        return self if clean == data else Listing.from_json(clean, source=self.source)
 
     def content_hash(self) -> str:
         """A hash of the lists (not of where they came from), to tell whether a live list differs."""

@@ -215,6 +215,8 @@ class Hub:
 
     async def on_listing(self, server: str, listing: Listing) -> None:
         """A server's live listing replaces its snapshot; clients hear of it when their view changes."""
+        if self._redact is not None:
+            listing = await anyio.to_thread.run_sync(listing.redacted, self._redact)
         digest = listing.content_hash()
         if server not in self._hashes and server in self._stored:
             self._hashes[server] = self._stored.pop(server).content_hash()
