@@ -16,7 +16,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
 from hanzo_hub.config import HubSettings
-from hanzo_hub.hub.core import Hub, freeze_startup_heap
+from hanzo_hub.hub.core import Hub
+from hanzo_hub.hub.heap import freeze_startup_heap
 from hanzo_hub.hub.server import build_server
 from hanzo_hub.transports.http import check_bind, mcp_app
 from hanzo_hub.transports.openai_http import openai_routes

@@ -45,6 +45,8 @@ class ConnectContext:
     """A ``sandbox.launch.ServerSandbox``: a stdio server is launched through its plan (``None``: unconfined)."""
     secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
     """Vault values for the ``${vault:NAME}`` references in the spec's env or headers."""
+    redact: Callable[[str], str] | None = None
+    """The vault's redaction of a text, for what a server writes to its stderr log (``None``: the vault is empty)."""
     log_max_bytes: int = 0
     """A stdio server's stderr log is rotated at this size (0: never)."""
     log_backups: int = 2

@@ -77,11 +77,13 @@ class BackendPool:
         local_servers: Mapping[str, Any] | None = None,
         sandboxes: Mapping[str, Any] | None = None,
         secrets: Mapping[str, str] | None = None,
+        redact: Callable[[str], str] | None = None,
     ) -> None:
         self._specs = {name: spec for name, spec in servers.items() if spec.enabled}
         self._local = dict(local_servers or {})
         self._sandboxes = dict(sandboxes or {})
         self._secrets = dict(secrets or {})
+        self._redact = redact
         self._settings = settings
         self._log_dir = log_dir
         self._hooks = hooks
@@ -102,6 +104,7 @@ class BackendPool:
                 local=self._local.get(name),
                 sandbox=self._sandboxes.get(name),
                 secrets=self._secrets,
+                redact=self._redact,
                 log_max_bytes=self._settings.log_max_bytes,
                 log_backups=self._settings.log_backups,
             )

@@ -21,7 +21,7 @@ from hanzo_hub.backends.base import ConnectContext
 from hanzo_hub.backends.pipes import Launch, PipeTransport
 from hanzo_hub.backends.snapshot import file_key
 from hanzo_hub.config import StdioServerSpec
-from hanzo_hub.sandbox.vault import Redactor, expand_secrets
+from hanzo_hub.sandbox.vault import expand_secrets
 
 
 def connect(spec: StdioServerSpec, context: ConnectContext) -> AbstractAsyncContextManager[Any]:
@@ -32,12 +32,11 @@ def connect(spec: StdioServerSpec, context: ConnectContext) -> AbstractAsyncCont
     (never in the hub itself) the SDK's transport appends stderr to the file as it comes.
     """
     if _on_asyncio():
-        redact = Redactor(context.secrets).redact if context.secrets else None
         log = context.log_dir / f"{file_key(context.server)}.log"
         return PipeTransport(
             lambda: _launch(spec, context),
             log,
-            redact,
+            context.redact,
             log_max_bytes=context.log_max_bytes,
             log_backups=context.log_backups,
         )

@@ -9,7 +9,6 @@ one broken server never hides the others.
 from __future__ import annotations
 
 import contextlib
-import gc
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
@@ -56,24 +55,13 @@ from hanzo_hub.hub.registry import Registry, Target
 from hanzo_hub.hub.relay import Relay
 from hanzo_hub.hub.results import flag_text_errors
 from hanzo_hub.sandbox.launch import Backends
-from hanzo_hub.sandbox.vault import redacted_logs, redacted_model
+from hanzo_hub.sandbox.vault import redacted_logs, redacted_model, redacted_progress
 
 logger = logging.getLogger(__name__)
 
 _install_progress: ContextVar[ProgressFnT | None] = ContextVar("hanzo_hub_install_progress", default=None)
 
 T = TypeVar("T")
-
-
-def freeze_startup_heap() -> None:
-    """Move everything allocated so far (SDK modules, snapshots) out of the collector's reach, then collect normally.
-
-    Importing the SDK leaves about 100,000 tracked objects; without this, each full collection scans them all again
-    (about 60 ms each on a small machine), which is what set the hub's tail latency. Serving entry points call it
-    once the hub has loaded; ``cli`` keeps the collector off until then, which also shortens start-up.
-    """
-    gc.freeze()
-    gc.enable()
 
 
 class Hub:
@@ -112,13 +100,12 @@ class Hub:
         self._background: list[Callable[[], Coroutine[Any, Any, None]]] = []
         self._tasks: anyio.abc.TaskGroup | None = None
         self.guard = Guard(settings, entries, self.registry, secrets)
-        self._redact = self.guard.redactor.redact if self.guard.redactor is not None else None
         self.relay = Relay(
             self.notifier,
             user=settings.user,
             sampling=settings.llm.sampling,
             sampler=self.llm.sample,
-            redact=self._redact,
+            redact=self.guard.redact,
         )
         self.projects = Projects()
         self.bridge = EraBridge()
@@ -135,6 +122,7 @@ class Hub:
             local_servers=local,
             sandboxes=self.launches,
             secrets=secrets,
+            redact=self.guard.redact,
         )
 
     @classmethod
@@ -215,8 +203,8 @@ class Hub:
 
     async def on_listing(self, server: str, listing: Listing) -> None:
         """A server's live listing replaces its snapshot; clients hear of it when their view changes."""
-        if self._redact is not None:
-            listing = await anyio.to_thread.run_sync(listing.redacted, self._redact)
+        if self.guard.redact is not None:
+            listing = await anyio.to_thread.run_sync(listing.redacted, self.guard.redact)
         digest = listing.content_hash()
         if server not in self._hashes and server in self._stored:
             self._hashes[server] = self._stored.pop(server).content_hash()
@@ -329,8 +317,8 @@ class Hub:
         params: types.CallToolRequestParams | None,
     ) -> types.CallToolResult | types.InputRequiredResult:
         """Forward an admitted call to its server (through the era bridge where the eras differ)."""
-        if progress is not None and self._redact is not None:
-            progress = _redacted_progress(progress, self._redact)
+        if progress is not None and self.guard.redact is not None:
+            progress = redacted_progress(progress, self.guard.redact)
         meta = self.relay.downstream_meta(ctx)
         if target.server in (MEMORY_SERVER, LLM_SERVER):
             meta = await identity_for(self.projects, self.settings.user, meta, ctx)
@@ -529,7 +517,7 @@ class Hub:
                 )
             return await client.read_resource(target.original, meta=meta)
 
-        result = redacted_model(await self._forward(target.server, ctx, run), self._redact)
+        result = redacted_model(await self._forward(target.server, ctx, run), self.guard.redact)
         if not self.registry.prefixed(target.server) or not isinstance(result, types.ReadResourceResult):
             return result
         alias = self.registry.alias(target.server)
@@ -563,7 +551,7 @@ class Hub:
                 )
             return await client.get_prompt(target.original, arguments)
 
-        return redacted_model(await self._forward(target.server, ctx, run), self._redact)
+        return redacted_model(await self._forward(target.server, ctx, run), self.guard.redact)
 
     async def complete(
         self,
@@ -589,7 +577,7 @@ class Hub:
         async def op(client: Client) -> types.CompleteResult:
             return await client.complete(original, argument, context)
 
-        return redacted_model(await self.pool.get(target.server).request(op), self._redact)
+        return redacted_model(await self.pool.get(target.server).request(op), self.guard.redact)
 
     def health(self) -> dict[str, Any]:
         """What ``/healthz`` reports."""
@@ -601,12 +589,3 @@ class Hub:
             "tools": len(self.registry.tools()),
             "detail": servers,
         }
-
-
-def _redacted_progress(callback: ProgressFnT, redact: Callable[[str], str]) -> ProgressFnT:
-    """``callback`` receiving the downstream's progress messages with the vault's secrets redacted."""
-
-    async def relay(progress: float, total: float | None, message: str | None) -> None:
-        await callback(progress, total, redact(message) if message is not None else None)
-
-    return relay

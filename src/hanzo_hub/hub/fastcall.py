@@ -265,8 +265,8 @@ class RawToolCalls:
         try:
             answer = await self._forward(ctx, plan, admission)
         except BackendError as exc:  # its text may quote the server's stderr: redacted like any result
-            redactor = hub.guard.redactor
-            return _error_result(redactor.redact(str(exc)) if redactor is not None else str(exc)), None
+            redact = hub.guard.redact
+            return _error_result(redact(str(exc)) if redact is not None else str(exc)), None
         if answer is None:
             return _dump(hub.guard.release(admission, None)), None  # the policy's per-call timeout expired
         return self._released(target.server, admission, *answer)

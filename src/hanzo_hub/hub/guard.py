@@ -38,7 +38,7 @@ import logging.handlers
 import os
 import time
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -178,7 +178,9 @@ class Guard:
             project = settings.catalog.project or Path.cwd()
             sandbox = sandbox.model_copy(update={"roots": {"*": (project,)}})
         self.redactor = Redactor(secrets or {}) if secrets else None
-        self.engine = PolicyEngine(sandbox, redact=self.redactor.redact if self.redactor else None)
+        self.redact: Callable[[str], str] | None = self.redactor.redact if self.redactor is not None else None
+        """The vault's redaction of a text (``None``: the vault is empty), for everything bound for a client."""
+        self.engine = PolicyEngine(sandbox, redact=self.redact)
         self.user = settings.user
         self.catalog = dict(catalog)
         self.policies = server_policies(settings, catalog)
@@ -263,7 +265,7 @@ class Guard:
                 f"{admission.decision.timeout:g} s (per-call timeout)"
             )
         if not isinstance(result, types.CallToolResult):  # a stateless-era server's questions for the client
-            return redacted_model(result, self.redactor.redact if self.redactor is not None else None)
+            return redacted_model(result, self.redact)
         filtered = self.engine.filter_result(result, max_bytes=admission.decision.max_result_bytes)
         if len(filtered.content) != len(result.content) or filtered.structured_content != result.structured_content:
             self._write(admission, "truncate", f"result capped at {admission.decision.max_result_bytes} bytes", None)
@@ -409,7 +411,7 @@ class Guard:
         if names is not None:
             body["arguments"] = names
         line = _AUDIT_ENCODER.encode(body)
-        return self.redactor.redact(line) if self.redactor is not None else line
+        return self.redact(line) if self.redact is not None else line
 
     def _flush(self, now: float | None = None) -> None:
         """Append the pending audit lines in one write (a write and a flush per call cost more than the check)."""

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from cryptography.fernet import Fernet, InvalidToken
+from mcp.shared.dispatcher import ProgressFnT
 from pydantic import BaseModel
 
 from hanzo_hub.errors import VaultError
@@ -37,6 +38,7 @@ __all__ = [
     "redacted_data",
     "redacted_logs",
     "redacted_model",
+    "redacted_progress",
 ]
 
 logger = logging.getLogger(__name__)
@@ -240,6 +242,15 @@ def redacted_model(model: M, redact: Callable[[str], str] | None) -> M:
     data = model.model_dump(mode="json", by_alias=True, exclude_unset=True)
     clean = redacted_data(data, redact)
     return model if clean == data else type(model).model_validate(clean)
+
+
+def redacted_progress(callback: ProgressFnT, redact: Callable[[str], str]) -> ProgressFnT:
+    """``callback`` receiving progress messages with ``redact`` applied."""
+
+    async def relay(progress: float, total: float | None, message: str | None) -> None:
+        await callback(progress, total, redact(message) if message is not None else None)
+
+    return relay
 
 
 class RedactingFilter(logging.Filter):

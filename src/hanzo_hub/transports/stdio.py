@@ -34,8 +34,9 @@ from mcp.shared._context_streams import create_context_streams
 from mcp.shared.message import SessionMessage
 
 from hanzo_hub.config import HubSettings
-from hanzo_hub.hub.core import Hub, freeze_startup_heap
+from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.fastcall import RawToolCalls, RequestLike
+from hanzo_hub.hub.heap import freeze_startup_heap
 from hanzo_hub.hub.server import build_server, initialization_options
 
 logger = logging.getLogger(__name__)
