@@ -8,6 +8,7 @@ hanzo-hub token --user ID
 hanzo-hub tools search "QUERY" [--json]
 hanzo-hub secrets set|list|rm ...           (hub/policy_cli.py)
 hanzo-hub policy show|check ...
+hanzo-hub doctor [--probe] [--json]         (doctor/)
 ```
 """
 
@@ -28,6 +29,7 @@ import anyio
 from hanzo_hub import __version__
 from hanzo_hub.catalog import cli as catalog_cli
 from hanzo_hub.config import HubSettings, load_settings
+from hanzo_hub.doctor import cli as doctor_cli
 from hanzo_hub.errors import ConfigError
 from hanzo_hub.hub import memory_cli, policy_cli
 
@@ -70,6 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     catalog_cli.register(commands, common)
     policy_cli.register(commands, common)
     memory_cli.register(commands, common)
+    doctor_cli.register(commands, common)
     return parser
 
 
@@ -265,6 +268,11 @@ def _cmd_memory(args: argparse.Namespace) -> int:
     return memory_cli.run(args, _settings)
 
 
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    _configure_logging(args.log_level or "ERROR")  # the findings are the report; a probe's start errors are in it
+    return doctor_cli.run(args, _settings)
+
+
 COMMANDS = {
     "serve": _cmd_serve,
     "import": _cmd_import,
@@ -275,6 +283,7 @@ COMMANDS = {
     "secrets": _cmd_policy,
     "policy": _cmd_policy,
     "memory": _cmd_memory,
+    "doctor": _cmd_doctor,
 }
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
@@ -29,8 +29,8 @@ from hanzo_hub.backends.listing import Listing
 from hanzo_hub.backends.pool import BackendPool
 from hanzo_hub.backends.snapshot import SnapshotStore
 from hanzo_hub.catalog.envs import is_installed
-from hanzo_hub.catalog.loader import catalog_snapshots, catalog_specs, load_catalog
-from hanzo_hub.config import HubSettings, InprocServerSpec
+from hanzo_hub.catalog.loader import CatalogEntry, catalog_snapshots, catalog_specs, load_catalog
+from hanzo_hub.config import HubSettings, InprocServerSpec, ServerSpec
 from hanzo_hub.errors import (
     BackendError,
     HubError,
@@ -159,6 +159,16 @@ class Hub:
                 self.guard.close()
                 with anyio.CancelScope(shield=True):
                     await self.sandboxes.aclose()
+
+    @property
+    def servers(self) -> Mapping[str, ServerSpec]:
+        """Every enabled server: configured, from the catalog, and the hub's own (memory, llm)."""
+        return self._servers
+
+    @property
+    def catalog_entries(self) -> Mapping[str, CatalogEntry]:
+        """The catalog entries of the servers that come from the catalog."""
+        return self._catalog
 
     def background(self, task: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run ``task`` in the hub's task group (now, or when ``run`` starts); it is cancelled at shutdown."""

@@ -1,0 +1,58 @@
+"""``hanzo-hub doctor``: what this machine and configuration let the hub do, checked before serving.
+
+```
+hanzo-hub doctor [--probe] [--timeout S] [--json]    # exit 0: nothing failed, 1: a check failed, 2: bad config
+```
+
+It checks the interpreter, the home folder (writable, free space), the HTTP bind, each sandbox backend the
+configuration uses (a real process in bubblewrap, a ping of the Docker engine), the vault, the embedding model and
+vector stores, the LLM providers' keys, and every downstream server (command, catalog install, required binaries,
+secrets, snapshot). ``--probe`` also starts each server the way serving does and lists it live. Nothing is printed
+from the vault but names. ``doctor/cli.py`` is the command; this module is what it runs.
+"""
+
+from __future__ import annotations
+
+from hanzo_hub.catalog.loader import load_catalog
+from hanzo_hub.config import HubSettings
+from hanzo_hub.doctor.machine import (
+    check_embedding,
+    check_home,
+    check_http,
+    check_llm,
+    check_python,
+    check_sandboxes,
+    check_vault,
+)
+from hanzo_hub.doctor.report import Check
+from hanzo_hub.doctor.servers import check_servers, probe_servers
+from hanzo_hub.hub.core import Hub
+
+__all__ = ["Check", "diagnose"]
+
+
+def _catalog(settings: HubSettings) -> list[Check]:
+    catalog = load_catalog(settings)
+    checks = [Check("catalog", "ok", f"{len(catalog.entries)} manifests")]
+    checks += [Check("catalog", "fail", str(error), "fix or remove that manifest") for error in catalog.errors]
+    return checks
+
+
+async def diagnose(settings: HubSettings, *, probe: bool = False, timeout: float | None = None) -> list[Check]:
+    """Every check, in the order they are printed; with ``probe`` each server is also started and listed."""
+    config = settings.config_file
+    checks = check_python()
+    checks.append(Check("config", "ok", f"{config}" if config is not None else "no config file (defaults)"))
+    checks += check_home(settings)
+    checks += check_http(settings)
+    vault_checks, secrets = check_vault(settings)
+    checks += _catalog(settings)
+    hub = Hub(settings)
+    checks += await check_sandboxes(settings, {s.kind for s in hub.launches.values()})
+    checks += vault_checks
+    checks += check_embedding(settings)
+    checks += check_llm(settings, secrets)
+    checks += check_servers(hub, secrets)
+    if probe and hub.servers:
+        checks += await probe_servers(hub, timeout or settings.backends.connect_timeout)
+    return checks

@@ -1,0 +1,142 @@
+"""The per-server checks of ``hanzo-hub doctor``: will each enabled downstream start, and (``--probe``) does it.
+
+Without ``--probe`` nothing is started: a stdio server's command must resolve the way the sandbox launch resolves
+it, a catalog server must be installed (or install on first start) with the binaries its manifest requires, every
+``${vault:NAME}`` it references must be in the vault, and an in-process target must import. With ``--probe`` the
+hub runs for a moment and lists each server live, through the same supervisor, sandbox and secrets as serving does.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import time
+
+import anyio
+
+from hanzo_hub.backends.listing import Listing, fetch_listing
+from hanzo_hub.catalog.envs import is_installed
+from hanzo_hub.catalog.loader import CatalogEntry
+from hanzo_hub.config import HubSettings, InprocServerSpec, ServerSpec, StdioServerSpec, environment
+from hanzo_hub.doctor.report import Check
+from hanzo_hub.hub.core import Hub
+from hanzo_hub.sandbox.vault import SECRET_REF
+
+__all__ = ["check_servers", "probe_servers"]
+
+
+def _secret_refs(spec: ServerSpec) -> set[str]:
+    if isinstance(spec, StdioServerSpec):
+        values = list(spec.env.values())
+    elif isinstance(spec, InprocServerSpec):
+        values = []
+    else:
+        values = [v.get_secret_value() for v in spec.headers.values()]
+    return {m.group(1) for value in values for m in SECRET_REF.finditer(value)}
+
+
+def _command_found(spec: StdioServerSpec) -> bool:
+    command = spec.command
+    if "/" in command:
+        path = command if os.path.isabs(command) or spec.cwd is None else os.path.join(spec.cwd, command)
+        return os.path.isfile(path) and os.access(path, os.X_OK)
+    return shutil.which(command, path=spec.env.get("PATH", environment().get("PATH"))) is not None
+
+
+def _stdio_problems(
+    settings: HubSettings, name: str, spec: StdioServerSpec, entry: CatalogEntry | None
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(failures, warnings), each a (what, hint) pair."""
+    fails: list[tuple[str, str]] = []
+    warns: list[tuple[str, str]] = []
+    if entry is not None and not is_installed(settings, entry):
+        how = f"hanzo-hub catalog install {name}"
+        if settings.catalog.install_on_start:
+            warns.append((f"not installed yet ({entry.meta.install.kind}); installs on first start", f"{how} now"))
+        else:
+            fails.append(("not installed (catalog.install_on_start is off)", how))
+    elif not _command_found(spec):
+        fails.append((f"command {spec.command!r} not found", "install it, or fix the server's command or PATH"))
+    if entry is not None:
+        missing = [b for b in entry.meta.requires.binaries if shutil.which(b) is None]
+        if missing:
+            fails.append((f"needs {', '.join(missing)} on PATH", f"install {', '.join(missing)}"))
+    if spec.cwd is not None and not spec.cwd.is_dir():
+        fails.append((f"cwd {spec.cwd} is not a folder", "fix the server's cwd"))
+    return fails, warns
+
+
+def _listed(listing: Listing | None, source: str) -> str:
+    if listing is None:
+        return "not listed yet"
+    return f"{len(listing.tools)} tools ({source})"
+
+
+def _server_check(hub: Hub, name: str, spec: ServerSpec, entry: CatalogEntry | None, secrets: set[str]) -> Check:
+    settings = hub.settings
+    fails: list[tuple[str, str]] = []
+    warns: list[tuple[str, str]] = []
+    parts: list[str] = [spec.kind]
+    if entry is not None:
+        parts.append(f"catalog {entry.meta.category}")
+    if isinstance(spec, StdioServerSpec):
+        fails, warns = _stdio_problems(settings, name, spec, entry)
+        sandbox = hub.launches.get(name)
+        parts.append(f"{sandbox.kind} sandbox" if sandbox is not None else "unconfined")
+    elif isinstance(spec, InprocServerSpec):
+        module = spec.target.partition(":")[0]
+        if importlib.util.find_spec(module) is None:
+            fails.append((f"module {module!r} does not import", "fix the server's target"))
+        parts.append("in-process")
+    else:
+        parts.append(spec.url)
+    missing = sorted(_secret_refs(spec) - secrets)
+    if missing:
+        fails.append((f"secret {', '.join(missing)} not in the vault", f"hanzo-hub secrets set {missing[0]}"))
+    listing = hub.snapshots.load(name)
+    parts.append(_listed(listing, "snapshot") if listing is not None or entry is None else "packaged tool list")
+    detail = ", ".join(parts)
+    if fails:
+        return Check(f"server:{name}", "fail", f"{detail}: {'; '.join(f for f, _ in fails)}", fails[0][1])
+    if warns:
+        return Check(f"server:{name}", "warn", f"{detail}: {'; '.join(w for w, _ in warns)}", warns[0][1])
+    return Check(f"server:{name}", "ok", detail)
+
+
+def check_servers(hub: Hub, secrets: set[str]) -> list[Check]:
+    """One check a downstream server the hub would serve (nothing is started)."""
+    if not hub.servers:
+        return [Check("servers", "warn", "no downstream servers", "hanzo-hub import, or add mcpServers to the config")]
+    return [_server_check(hub, n, s, hub.catalog_entries.get(n), secrets) for n, s in sorted(hub.servers.items())]
+
+
+async def probe_servers(hub: Hub, timeout: float) -> list[Check]:
+    """Run the hub and list every server live (at most ``timeout`` seconds each, started as serving would)."""
+    results: dict[str, Check] = {}
+    limiter = anyio.CapacityLimiter(hub.settings.backends.start_concurrency)
+
+    async def one(name: str) -> None:
+        label = f"probe:{name}"
+        async with limiter:
+            start = time.perf_counter()
+            try:
+                with anyio.fail_after(timeout):
+                    listing = await hub.pool.get(name).request(lambda c: fetch_listing(c, timeout), timeout)
+            except TimeoutError:
+                results[name] = Check(label, "fail", f"no answer within {timeout:g} s", f"see {hub.settings.log_dir}")
+                return
+            except Exception as exc:  # the doctor reports whatever a start or a listing raised
+                stdio = isinstance(hub.servers[name], StdioServerSpec)
+                hint = f"see {hub.settings.log_dir / (name + '.log')}" if stdio else "is the server up at that URL?"
+                results[name] = Check(label, "fail", str(exc) or type(exc).__name__, hint)
+                return
+            took = time.perf_counter() - start
+            kinds = (("tool", listing.tools), ("resource", listing.resources), ("prompt", listing.prompts))
+            counts = ", ".join(f"{len(items)} {kind}{'' if len(items) == 1 else 's'}" for kind, items in kinds)
+            results[name] = Check(label, "ok", f"{counts} live in {took:.2f} s")
+
+    async with hub.run(), anyio.create_task_group() as tg:
+        for name in sorted(hub.servers):
+            tg.start_soon(one, name)
+    return [results[name] for name in sorted(results)]

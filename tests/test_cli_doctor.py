@@ -1,0 +1,178 @@
+"""``hanzo-hub doctor`` as a user runs it: a real subprocess against real fixture servers, a real vault, a real bwrap.
+
+Each test reads the ``--json`` report and the exit status (0 nothing failed, 1 a check failed, 2 bad config).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hanzo_hub.config import HubSettings
+from hanzo_hub.sandbox.vault import Vault
+from tests.conftest import REPO, MakeSettings, inproc, stdio
+
+pytestmark = pytest.mark.timeout(180)
+
+SECRET = "sk-doctor-4c3b2a190817"
+
+
+def doctor(
+    settings: HubSettings, *extra: str, env: dict[str, str] | None = None
+) -> tuple[int, dict[str, dict[str, Any]], str]:
+    """Run ``hanzo-hub doctor --json``; returns the exit status, the checks by name, and the raw stdout."""
+    assert settings.config_file is not None
+    command = [sys.executable, "-m", "hanzo_hub", "doctor", "--json", "--config", str(settings.config_file)]
+    command += ["--home", str(settings.home), *extra]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=150, check=False, env=env)
+    report = json.loads(done.stdout)
+    assert report["ok"] == (done.returncode == 0), done.stderr
+    return done.returncode, {c["name"]: c for c in report["checks"]}, done.stdout
+
+
+def test_a_healthy_setup_passes(make_settings: MakeSettings) -> None:
+    settings = make_settings({"good": stdio(), "local": inproc()})
+    code, checks, _ = doctor(settings)
+    assert code == 0, checks
+    for name in ("python", "config", "home", "http", "catalog", "vault", "server:good", "server:local"):
+        assert checks[name]["status"] == "ok", checks[name]
+    assert "mcp 2.3" in checks["python"]["detail"]
+    assert str(settings.config_file) == checks["config"]["detail"]
+    assert "GiB free" in checks["home"]["detail"]
+    assert checks["server:good"]["detail"].startswith("stdio, unconfined")
+    assert "in-process" in checks["server:local"]["detail"]
+    # A real process ran in bubblewrap (the default sandbox); only the cgroup half may be missing on a machine.
+    assert checks["sandbox:bwrap"]["status"] in ("ok", "warn")
+    assert "runs a process in" in checks["sandbox:bwrap"]["detail"]
+
+
+def test_what_would_break_fails_with_a_hint(make_settings: MakeSettings, tmp_path: Path) -> None:
+    servers = {
+        "nope": {"command": "no-such-mcp-server-here"},
+        "keyless": stdio(env={"API_TOKEN": "${vault:API_TOKEN}"}),
+        "lost": stdio(cwd=str(tmp_path / "gone")),
+        "ghost": {"target": "tests.fixtures.no_such_module:build"},
+        "fine": stdio(),
+    }
+    settings = make_settings(
+        servers,
+        http={"host": "0.0.0.0"},  # the case under test: an open bind without auth
+        catalog={"enabled": ["time"], "install_on_start": False},
+        llm={"providers": {"remote": {"api": "openai_compat", "base_url": "http://127.0.0.1:9/v1",
+                                      "api_key_secret": "REMOTE_KEY"}}},
+    )  # fmt: skip
+    code, checks, _ = doctor(settings)
+    assert code == 1
+    expected = {
+        "server:nope": ("command 'no-such-mcp-server-here' not found", "install it"),
+        "server:keyless": ("secret API_TOKEN not in the vault", "hanzo-hub secrets set API_TOKEN"),
+        "server:lost": ("is not a folder", "fix the server's cwd"),
+        "server:ghost": ("module 'tests.fixtures.no_such_module' does not import", "fix the server's target"),
+        "server:time": ("not installed", "hanzo-hub catalog install time"),
+        "http": ("without authentication is refused", "auth.tokens"),
+        "llm:remote": ("secret 'REMOTE_KEY' is not in the vault", "hanzo-hub secrets set REMOTE_KEY"),
+    }
+    for name, (detail, hint) in expected.items():
+        check = checks[name]
+        assert check["status"] == "fail", check
+        assert detail in check["detail"], check
+        assert hint in check["hint"], check
+    assert checks["server:fine"]["status"] == "ok"
+    assert "bwrap sandbox" in checks["server:time"]["detail"]  # catalog servers are sandboxed
+
+
+def test_catalog_server_installing_on_start_only_warns(make_settings: MakeSettings) -> None:
+    settings = make_settings({}, catalog={"enabled": ["time"]})
+    code, checks, _ = doctor(settings)
+    assert code == 0
+    assert checks["server:time"]["status"] == "warn"
+    assert "installs on first start" in checks["server:time"]["detail"]
+    assert "packaged tool list" in checks["server:time"]["detail"]
+
+
+def test_the_vault_reports_names_never_values(make_settings: MakeSettings) -> None:
+    settings = make_settings(
+        {"keyed": stdio(env={"API_TOKEN": "${vault:API_TOKEN}"})},
+        sandbox={"keyring_service": None},
+    )
+    Vault(settings.vault_dir, keyring_service=None).set("API_TOKEN", SECRET)
+    code, checks, stdout = doctor(settings, "--probe", "--timeout", "30")
+    assert code == 0, checks
+    assert checks["vault"]["detail"] == "1 secrets, key from the file"
+    assert checks["server:keyed"]["status"] == "ok"
+    assert checks["probe:keyed"]["status"] == "ok"  # started with the secret filled in
+    assert SECRET not in stdout
+
+
+def test_probe_starts_and_lists_every_server(make_settings: MakeSettings) -> None:
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    servers = {
+        "good": stdio(),
+        "exits": stdio("exit"),
+        "hangs": stdio("hang"),
+        "web": {"url": f"http://127.0.0.1:{port}/mcp"},
+    }
+    settings = make_settings(servers, backends={"connect_timeout": 3.0, "breaker_threshold": 1})
+    code, checks, _ = doctor(settings, "--probe", "--timeout", "8")
+    assert code == 1
+    good = checks["probe:good"]
+    assert good["status"] == "ok"
+    assert "tools" in good["detail"]
+    assert int(good["detail"].split()[0]) > 5  # the fixture's tools, listed live
+    for name in ("exits", "hangs", "web"):
+        assert checks[f"probe:{name}"]["status"] == "fail", checks[f"probe:{name}"]
+    assert checks["probe:exits"]["hint"].endswith("exits.log")
+    assert "URL" in checks["probe:web"]["hint"]
+    assert checks["server:exits"]["status"] == "ok"  # the static check cannot know; the probe does
+
+
+def test_a_taken_port_warns(make_settings: MakeSettings) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        settings = make_settings({"good": stdio()}, http={"port": taken.getsockname()[1]})
+        code, checks, _ = doctor(settings)
+    assert code == 0
+    assert checks["http"]["status"] == "warn"
+    assert "is in use" in checks["http"]["detail"]
+
+
+def test_a_missing_bubblewrap_fails_the_servers_that_need_it(make_settings: MakeSettings, tmp_path: Path) -> None:
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    env = {**os.environ, "PATH": str(empty)}
+    boxed = {"command": sys.executable, "args": ["-m", "tests.fixtures.downstream"], "cwd": str(REPO)}
+    settings = make_settings({"boxed": boxed}, sandbox={"servers": {"boxed": {"sandbox": "bwrap"}}})
+    code, checks, _ = doctor(settings, env=env)
+    assert code == 1
+    assert checks["sandbox:bwrap"]["status"] == "fail"
+    assert "bubblewrap is not installed" in checks["sandbox:bwrap"]["detail"]
+    assert "bwrap sandbox" in checks["server:boxed"]["detail"]
+
+    unboxed = make_settings({"plain": stdio()})
+    code, checks, _ = doctor(unboxed, env=env)
+    assert code == 0
+    assert checks["sandbox:bwrap"]["status"] == "warn"  # the default sandbox, not used by any server yet
+    assert "catalog servers you enable will need" in checks["sandbox:bwrap"]["detail"]
+
+
+def test_a_broken_config_exits_2(tmp_path: Path) -> None:
+    config = tmp_path / "bad.json"
+    config.write_text(json.dumps({"backends": {"call_timeout": -1}}), encoding="utf-8")
+    command = [sys.executable, "-m", "hanzo_hub", "doctor", "--config", str(config), "--home", str(tmp_path / "h")]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2
+    first = done.stdout.splitlines()[0]
+    assert first.startswith("fail  config")
+    assert "call_timeout" in first
+    assert "-> fix the config file" in done.stdout
