@@ -10,7 +10,7 @@ stdin pipe, one whole line per write, with flow control (a write waits while the
 
 What the SDK transport guarantees is kept: the server runs in its own session (process group), stderr goes to the
 caller's file (read here and written line by line, with secrets replaced and the file rotated:
-``hanzo_hub.backends.stderr_log``), the read side ends when stdout reaches EOF
+``hanzo_hub.line_log``), the read side ends when stdout reaches EOF
 (unparseable lines surface as exceptions on the read stream, a partial last line is dropped), and shutdown is
 bounded and shielded: stop reading into the session, flush, close stdin, wait ``PROCESS_TERMINATION_TIMEOUT``,
 SIGTERM then SIGKILL the process group, wait ``FLUSH_TIMEOUT`` for stderr's last bytes, close the transport.
@@ -39,7 +39,7 @@ from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
 from hanzo_hub.backends.rawchannel import RawChannel
-from hanzo_hub.backends.stderr_log import ServerLog
+from hanzo_hub.line_log import LineLog
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class _Wire(asyncio.SubprocessProtocol):
         self.exited = asyncio.Event()
         self.stdout_closed = asyncio.Event()
         self.stdin_lost = False
-        self.stderr: ServerLog | None = None
+        self.stderr: LineLog | None = None
         """Where stderr goes (``None``: nowhere)."""
         self.stderr_closed = asyncio.Event()
         self.discard = False  # shutting down: frames are read (so the server can flush) and dropped
@@ -290,7 +290,7 @@ class PipeTransport:
     """An ``mcp.Client`` transport running one server as a subprocess on event-loop pipes.
 
     ``launch`` is entered for every start and yields the command line (a sandbox plan wraps it, and is released on
-    exit, after the process ended); stderr is appended to ``log_path`` (a :class:`ServerLog`: through ``redact`` when
+    exit, after the process ended); stderr is appended to ``log_path`` (a :class:`LineLog`: through ``redact`` when
     given, rotated at ``log_max_bytes``, ``log_backups`` old files kept). :meth:`bind`
     hands the transport the connection's raw channel before it is entered: the channel's requests are then written
     by it and their answers resolved in its read callback.
@@ -334,7 +334,7 @@ class PipeTransport:
 @asynccontextmanager
 async def _run(spec: PipeTransport) -> AsyncIterator[tuple[_Reader, _Writer]]:
     async with spec.launch() as launch:
-        log = ServerLog(spec.log_path, spec.redact, max_bytes=spec.log_max_bytes, backups=spec.log_backups)
+        log = LineLog(spec.log_path, spec.redact, max_bytes=spec.log_max_bytes, backups=spec.log_backups)
         try:
             async with _spawned(launch, log, spec) as streams:
                 yield streams
@@ -343,7 +343,7 @@ async def _run(spec: PipeTransport) -> AsyncIterator[tuple[_Reader, _Writer]]:
 
 
 @asynccontextmanager
-async def _spawned(launch: Launch, log: ServerLog, spec: PipeTransport) -> AsyncIterator[tuple[_Reader, _Writer]]:
+async def _spawned(launch: Launch, log: LineLog, spec: PipeTransport) -> AsyncIterator[tuple[_Reader, _Writer]]:
     channel = spec.channel
     loop = asyncio.get_running_loop()
     send, receive = anyio.create_memory_object_stream[_Item](math.inf)

@@ -72,7 +72,7 @@ class SnapshotStore:
                 fh.flush()
                 os.fsync(fh.fileno())
             tmp.replace(path)
-        except OSError:
-            logger.exception("could not write snapshot for server %s", server)
+        except OSError as exc:  # the previous snapshot (if any) stays in place: the rename never happened
+            logger.warning("could not write the snapshot of server %s: %s", server, exc.strerror or exc)
             with contextlib.suppress(OSError):  # the directory itself may be what failed
                 tmp.unlink(missing_ok=True)

@@ -27,7 +27,7 @@ from hanzo_hub.sandbox.vault import expand_secrets
 def connect(spec: StdioServerSpec, context: ConnectContext) -> AbstractAsyncContextManager[Any]:
     """A transport that spawns the server; its stderr is appended to ``<log_dir>/<server>.log``.
 
-    On asyncio the hub writes that log itself (``hanzo_hub.backends.stderr_log``): with secrets in the vault every
+    On asyncio the hub writes that log itself (``hanzo_hub.line_log``): with secrets in the vault every
     line has them replaced by ``[redacted:NAME]``, and the file is rotated at ``context.log_max_bytes``. Off asyncio
     (never in the hub itself) the SDK's transport appends stderr to the file as it comes.
     """

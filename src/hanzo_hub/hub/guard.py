@@ -34,7 +34,6 @@ import contextlib
 import itertools
 import json
 import logging
-import logging.handlers
 import os
 import time
 import weakref
@@ -55,6 +54,7 @@ from hanzo_hub.hub.identity import Acting, acting, current_user
 from hanzo_hub.hub.llm_mount import LLM_SERVER
 from hanzo_hub.hub.memory_mount import PROJECT_KEY
 from hanzo_hub.hub.registry import Registry, Target
+from hanzo_hub.line_log import LineLog
 from hanzo_hub.sandbox.policy import Decision, PolicyEngine
 from hanzo_hub.sandbox.vault import Redactor, redacted_model
 
@@ -193,16 +193,16 @@ class Guard:
         self._stamps: dict[str, str | None] = {}
         """A client connection as the hub stamps it for its own servers -> its session id (``None``: stateless)."""
         self._audit_path = settings.log_dir / AUDIT_FILE
-        self._audit: logging.handlers.RotatingFileHandler | None = None
+        self._audit = LineLog(
+            self._audit_path, max_bytes=AUDIT_MAX_BYTES, backups=AUDIT_BACKUPS, what="the audit file"
+        )  # a failing disk drops records with one warning; the hanzo_hub.audit logger still has each decision
         self._pending: list[_Record] = []
         self._flushed = time.monotonic()
 
     def close(self) -> None:
-        """Write what is pending and close the audit file."""
+        """Write what is pending and close the audit file (never raises: a full disk only loses the records)."""
         self._flush()
-        handler, self._audit = self._audit, None
-        if handler is not None:
-            handler.close()
+        self._audit.close()
 
     # -- the two hooks --------------------------------------------------------------------------------------------
 
@@ -419,14 +419,4 @@ class Guard:
         self._flushed = time.monotonic() if now is None else now
         if not records:
             return
-        lines = [self._line(record) for record in records]
-        try:
-            if self._audit is None:
-                self._audit_path.parent.mkdir(parents=True, exist_ok=True)
-                self._audit = logging.handlers.RotatingFileHandler(
-                    self._audit_path, maxBytes=AUDIT_MAX_BYTES, backupCount=AUDIT_BACKUPS, encoding="utf-8"
-                )
-                self._audit.setFormatter(logging.Formatter("%(message)s"))
-            self._audit.emit(logging.makeLogRecord({"msg": "\n".join(lines), "levelno": logging.INFO}))
-        except OSError as exc:  # an unwritable audit file must not fail calls; the logger still has the decision
-            logger.warning("cannot write the audit file %s: %s", self._audit_path, exc.strerror)
+        self._audit.write(("\n".join(self._line(record) for record in records) + "\n").encode())

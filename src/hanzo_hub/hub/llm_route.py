@@ -32,7 +32,6 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -41,6 +40,7 @@ import numpy.typing as npt
 
 from hanzo_hub.config import HubSettings
 from hanzo_hub.errors import CompletionError, NoEligibleModel
+from hanzo_hub.line_log import LineLog
 from hanzo_hub.llm.escalation import CascadeDecision, Escalator, LearnedCascade
 from hanzo_hub.llm.registry import TIER_ORDER, ModelRegistry, ModelSpec
 from hanzo_hub.llm.router import CostPacer, Policy, RouteDecision, Router, RouteRequest, RouterState
@@ -170,6 +170,7 @@ class RoutePlanner:
         self.settings = settings
         self.registry = registry
         self.dir = settings.home / "llm"
+        self._feedback_log = LineLog(self.dir / FEEDBACK_FILE, what="the feedback log", keep_open=False)
         self._router: Router | None = None
         self._router_failed = False
         self._embedder: Embedder | None = None
@@ -456,14 +457,18 @@ class RoutePlanner:
         return decision.model
 
     def _persist(self, router: Router, request_id: str, model: str, quality: float, user: str, cascaded: bool) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        router.bandit.save(self.dir / ROUTER_FILE)
-        self.save_state()
-        if cascaded and self._cascade is not None:
-            for rung, escalator in enumerate(self._cascade.escalators):
-                escalator.save(self.dir / escalator_file(rung))
+        """Save the learned state and log the rating. The rating is already in use: a failing disk (full, read-only)
+        only means it is not kept past a restart, which is logged, not raised to the client."""
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            router.bandit.save(self.dir / ROUTER_FILE)
+            self.save_state()
+            if cascaded and self._cascade is not None:
+                for rung, escalator in enumerate(self._cascade.escalators):
+                    escalator.save(self.dir / escalator_file(rung))
+        except OSError as exc:
+            logger.warning("rating of %s applied but the router state was not saved: %s", request_id, exc)
         line = {"ts": time.time(), "request_id": request_id, "model": model, "quality": quality, "user": user}
         if cascaded:
             line["cascade"] = True
-        with Path(self.dir / FEEDBACK_FILE).open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(line) + "\n")
+        self._feedback_log.write((json.dumps(line) + "\n").encode())

@@ -18,6 +18,7 @@ The heavy reward model loads through :data:`REWARD_MODELS`, so importing this mo
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import io
 import json
@@ -284,24 +285,29 @@ class NeuralThompsonBandit:
         meta = {"arms": self.arms, "dim": self.dim, "settings": asdict(self.settings), "steps": self.steps}
         b = self.buffer
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(
-                fh,
-                meta=np.frombuffer(json.dumps(meta).encode(), np.uint8),
-                model=np.frombuffer(self.model.state_bytes(), np.uint8),
-                pulls=self.pulls,
-                bx=b.x[: b.size],
-                barm=b.arm[: b.size],
-                breward=b.reward[: b.size],
-                bhead=np.array([b.head]),
-                rng=np.frombuffer(json.dumps(self.rng.bit_generator.state).encode(), np.uint8),
-                scaler=np.concatenate([[self.scaler.n], self.scaler.mu, self.scaler.m2]),
-                len_a=self.length.a,
-                len_b=self.length.b,
-                len_w=self.length.w,
-                len_n=self.length.n,
-            )
-        os.replace(tmp, path)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                np.savez(
+                    fh,
+                    meta=np.frombuffer(json.dumps(meta).encode(), np.uint8),
+                    model=np.frombuffer(self.model.state_bytes(), np.uint8),
+                    pulls=self.pulls,
+                    bx=b.x[: b.size],
+                    barm=b.arm[: b.size],
+                    breward=b.reward[: b.size],
+                    bhead=np.array([b.head]),
+                    rng=np.frombuffer(json.dumps(self.rng.bit_generator.state).encode(), np.uint8),
+                    scaler=np.concatenate([[self.scaler.n], self.scaler.mu, self.scaler.m2]),
+                    len_a=self.length.a,
+                    len_b=self.length.b,
+                    len_w=self.length.w,
+                    len_n=self.length.n,
+                )
+            os.replace(tmp, path)
+        except BaseException:  # a full disk: leave the previous file, not a partial temporary one
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
     @classmethod
     def load(cls, path: str | Path) -> NeuralThompsonBandit:

@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio
 
+from hanzo_hub.line_log import LineLog
 from hanzo_hub.llm.types import Caller, ChatRequest, ChatResult
 from hanzo_hub.llm.usage import usd
 from hanzo_hub.sandbox.vault import Redactor
@@ -52,6 +53,7 @@ class RequestLog:
         self.log_prompts = log_prompts
         self._lock = threading.Lock()
         self._limiter = anyio.CapacityLimiter(1)
+        self._log = LineLog(self.file, what="the request log", keep_open=False)  # a full disk drops lines, warns once
 
     def _base(self, request_id: str, caller: Caller, request: ChatRequest, stream: bool) -> dict[str, Any]:
         entry: dict[str, Any] = {
@@ -130,5 +132,5 @@ class RequestLog:
         await anyio.to_thread.run_sync(self._append, line, limiter=self._limiter)
 
     def _append(self, line: str) -> None:
-        with self._lock, self.file.open("a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
+        with self._lock:
+            self._log.write((line + "\n").encode())

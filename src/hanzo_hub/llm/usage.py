@@ -24,6 +24,7 @@ import anyio
 
 from hanzo_hub.config.llm import BudgetSettings, BudgetSpec
 from hanzo_hub.errors import BudgetExceeded
+from hanzo_hub.line_log import LineLog
 from hanzo_hub.llm.registry import ModelSpec
 from hanzo_hub.llm.types import Caller, ChatResult, Usage
 
@@ -150,6 +151,9 @@ class UsageLedger:
         self._pending: dict[str, Decimal] = defaultdict(Decimal)
         self._write_lock = threading.Lock()
         self._limiter = anyio.CapacityLimiter(1)
+        # A failing disk drops ledger lines with one warning: the answer was paid for and still reaches the caller,
+        # and this process keeps counting the spend for budgets.
+        self._log = LineLog(self.file, what="the usage ledger", keep_open=False) if self.file is not None else None
         if self.file is not None:
             self.file.parent.mkdir(parents=True, exist_ok=True)
             for record in self._replay():
@@ -227,6 +231,6 @@ class UsageLedger:
             await anyio.to_thread.run_sync(self._append, record.to_json(), limiter=self._limiter)
 
     def _append(self, line: str) -> None:
-        assert self.file is not None
-        with self._write_lock, self.file.open("a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
+        assert self._log is not None
+        with self._write_lock:
+            self._log.write((line + "\n").encode())

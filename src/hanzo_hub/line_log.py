@@ -1,15 +1,19 @@
-"""A downstream server's stderr on its way to ``<log_dir>/<server>.log``: secrets replaced, size bounded.
+"""An append-only log file written line by line: secrets replaced, size bounded, a full disk survived.
 
 The hub reads every stdio server's stderr on the event loop (``hanzo_hub.backends.pipes``) and hands it to a
-:class:`ServerLog`, which
-- cuts it into lines and, when it has a ``redact`` function (the vault holds secrets), passes each whole line through
-  it before anything is written, so a server that prints its credentials leaves none on disk nor in the error messages
-  the supervisor builds from the log's last lines, even when the secret arrives in two writes;
+:class:`LineLog` for ``<log_dir>/<server>.log``; the policy guard's audit (``<log_dir>/audit.jsonl``), the LLM
+gateway's usage ledger and request log, and the router's feedback file are appended through one each. A
+:class:`LineLog`
+- cuts its input into lines and, when it has a ``redact`` function (the vault holds secrets), passes each whole line
+  through it before anything is written, so a server that prints its credentials leaves none on disk nor in the
+  error messages the supervisor builds from the log's last lines, even when the secret arrives in two writes;
 - rotates the file between lines, so it stays under ``max_bytes`` (``<server>.log`` -> ``<server>.log.1`` ...,
   ``backups`` old files kept), so a chatty server cannot fill the disk;
-- survives a failing disk: a write that fails (disk full, file removed) drops those bytes, warns once, and the server
-  runs on (an exception in the pipe's callback would close the pipe, and the server's next write to stderr would
-  fail).
+- survives a failing disk: a write that fails (disk full, file removed) drops those bytes and warns once, and the
+  writer runs on (an exception in the pipe's callback would close the pipe, and the server's next write to stderr
+  would fail; an audit write must never fail a call). Once a write succeeds again it says so, and the next failure
+  warns again. A file that ends mid-line when it is opened (a write cut short by the full disk, a writer that died)
+  gets a newline first, so the next record starts a line of its own.
 
 A line longer than ``MAX_LINE`` is written in pieces; a secret straddling such a cut could pass, which is why the cut
 is far above any credential's length.
@@ -24,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-__all__ = ["MAX_LINE", "ServerLog"]
+__all__ = ["MAX_LINE", "LineLog"]
 
 logger = logging.getLogger(__name__)
 
@@ -32,8 +36,14 @@ MAX_LINE = 64 * 1024
 """Bytes of one unfinished line held back before it is written anyway."""
 
 
-class ServerLog:
-    """Appends a server's stderr to ``path`` line by line, redacted and rotated."""
+def _ends_a_line(path: Path) -> bool:
+    with path.open("rb") as fh:
+        fh.seek(-1, os.SEEK_END)
+        return fh.read(1) == b"\n"
+
+
+class LineLog:
+    """Appends bytes to ``path`` line by line, redacted and rotated; ``what`` names it in warnings."""
 
     def __init__(
         self,
@@ -42,8 +52,13 @@ class ServerLog:
         *,
         max_bytes: int = 0,
         backups: int = 2,
+        what: str = "the server log",
+        keep_open: bool = True,
     ) -> None:
         self.path = path
+        self.what = what
+        self.keep_open = keep_open
+        """False: the file is closed after each write (for rare appends by objects without a close)."""
         self.redact = redact
         self.max_bytes = max_bytes
         """Rotate once the file reaches this size (0: never)."""
@@ -54,7 +69,7 @@ class ServerLog:
         self._warned = False
 
     def write(self, data: bytes) -> None:
-        """Take the next bytes the server wrote; whole lines go to the file now, the unfinished rest waits."""
+        """Take the next bytes; whole lines go to the file now, the unfinished rest waits."""
         self._pending += data
         cut = self._pending.rfind(b"\n") + 1
         if cut == 0 and len(self._pending) > MAX_LINE:
@@ -68,6 +83,9 @@ class ServerLog:
         if self._pending:
             self._emit(bytes(self._pending))
             self._pending.clear()
+        self._close_file()
+
+    def _close_file(self) -> None:
         if self._file is not None:
             file, self._file = self._file, None
             try:
@@ -78,6 +96,7 @@ class ServerLog:
     def _emit(self, chunk: bytes) -> None:
         if self.redact is not None:  # surrogateescape keeps bytes that are not UTF-8 exactly as the server wrote them
             chunk = self.redact(chunk.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+        wrote = False
         try:
             while chunk:
                 file = self._open()
@@ -89,10 +108,17 @@ class ServerLog:
                 file.flush()  # the supervisor reads the log's tail when the server fails
                 self._size += cut
                 chunk = chunk[cut:]
+                wrote = True
                 if self.max_bytes and self._size >= self.max_bytes:
                     self._rotate()
         except OSError as exc:
             self._failed(exc)
+            return
+        if self._warned and wrote:  # something reached the file after a failure
+            self._warned = False
+            logger.info("writing %s %s again", self.what, self.path)
+        if not self.keep_open:
+            self._close_file()
 
     def _fitting(self, chunk: bytes) -> int:
         """How many bytes of ``chunk`` (whole lines) go into the current file before ``max_bytes``; 0: none, rotate
@@ -108,8 +134,17 @@ class ServerLog:
     def _open(self) -> IO[bytes]:
         if self._file is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = self.path.open("ab")
-            self._size = self._file.tell()
+            file = self.path.open("ab")
+            try:
+                self._size = file.tell()
+                if self._size and not _ends_a_line(self.path):
+                    file.write(b"\n")
+                    self._size += 1
+            except OSError:
+                with contextlib.suppress(OSError):
+                    file.close()
+                raise
+            self._file = file
         return self._file
 
     def _rotate(self) -> None:
@@ -134,4 +169,5 @@ class ServerLog:
             self._file = None
         if not self._warned:
             self._warned = True
-            logger.warning("cannot write the server log %s (%s); dropping its stderr until it can", self.path, exc)
+            reason = exc.strerror or str(exc)
+            logger.warning("cannot write %s %s (%s); dropping lines until it can", self.what, self.path, reason)
