@@ -149,3 +149,36 @@ async def test_a_paid_answer_reaches_the_caller_on_a_full_disk(
     assert messages(caplog, "cannot write the usage ledger")
     assert messages(caplog, "cannot write the request log")
     assert messages(caplog, "router state was not saved")
+
+
+async def test_tool_search_keeps_working_and_memory_recovers_once_there_is_room(
+    small_disk: SmallDisk, make_settings: MakeSettings, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = small_disk.home_for(
+        make_settings(
+            {"alpha": inproc("alpha"), "beta": inproc("beta")},
+            memory={"enabled": True, "embedder": "fake", "store": "chroma"},
+            exposure={"mode": "search", "embedder": "fake", "index_store": "chroma"},
+        )
+    )
+    note = {"content": "The deploy key lives in the vault", "tier": "project"}
+    small_disk.fill()
+    with caplog.at_level(logging.INFO):
+        async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
+            found = await client.call_tool("find_tools", {"query": "add two integers together"})
+            refused = await client.call_tool("memory__remember", note)
+            session = await client.call_tool("memory__remember", {**note, "tier": "session"})
+            small_disk.free()
+            stored = await client.call_tool("memory__remember", note)  # the same running hub, now with room
+            recalled = await client.call_tool("memory__recall", {"query": "where is the deploy key", "tier": "project"})
+    # The Chroma tool index could not open: search falls back to an in-memory index instead of failing.
+    assert not found.is_error, text(found)
+    assert "alpha__add" in text(found)
+    assert messages(caplog, "tool index unusable")
+    # Memory refuses a write it cannot keep, with the reason; the session tier lives in memory and still works.
+    assert refused.is_error
+    assert "disk is full" in text(refused)
+    assert not session.is_error, text(session)
+    # Once the disk has room the store opens (chromadb's cached broken system is dropped) without a restart.
+    assert not stored.is_error, text(stored)
+    assert "deploy key" in text(recalled)

@@ -8,6 +8,7 @@ token budget. The chosen tools are then promoted into that client's ``tools/list
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import warnings
@@ -25,7 +26,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from hanzo_hub.catalog.tool_vectors import load_tool_vectors
 from hanzo_hub.config import EmbeddingSettings, ExposureSettings
 from hanzo_hub.config.exposure import ExposureMode
-from hanzo_hub.errors import CompletionError, HubError
+from hanzo_hub.errors import CompletionError, HubError, VectorStoreError
 from hanzo_hub.llm.types import Caller, ChatMessage, ChatRequest, ChatResult, Completer, StreamEvent
 from hanzo_hub.selection.adapter import QueryAdapter, adapter_for
 from hanzo_hub.selection.dense import SyncStats
@@ -201,6 +202,7 @@ class ToolSearch:
         self._selector: ToolSelector | None = None
         self._adapter: tuple[QueryAdapter | None] | None = None  # loaded once per embedder, not per re-index
         self._lock = anyio.Lock()
+        self._store_failed = False
         self.shared_promoted: dict[str, None] = {}
 
     def _embedder_for_search(self) -> Embedder | None:
@@ -283,16 +285,32 @@ class ToolSearch:
                 if embedder is not None and self._adapter is None:
                     self._adapter = (await anyio.to_thread.run_sync(self._query_adapter, embedder),)
                 adapter = self._adapter[0] if embedder is not None and self._adapter is not None else None
-                self._selector = await ToolSelector.build(
-                    rows,
-                    embedder=embedder,
-                    store=store,
-                    seeds=seeds,
-                    query_adapter=adapter,
-                    core_tools=self._settings.core_tools,
-                    max_tools=self._settings.max_tools,
-                    token_budget=self._settings.token_budget,
-                )
+
+                async def build(store: VectorStore | None) -> ToolSelector:
+                    return await ToolSelector.build(
+                        rows,
+                        embedder=embedder,
+                        store=store,
+                        seeds=seeds,
+                        query_adapter=adapter,
+                        core_tools=self._settings.core_tools,
+                        max_tools=self._settings.max_tools,
+                        token_budget=self._settings.token_budget,
+                    )
+
+                try:
+                    self._selector = await build(store)
+                except VectorStoreError as exc:
+                    if store is None or self._store_failed:
+                        raise
+                    # A full disk or a Chroma server that is down must not take tool search with it: keep the
+                    # vectors in memory for this run (the shipped ones still spare the embedding).
+                    logger.warning("tool index unusable (%s); keeping it in memory until the hub restarts", exc)
+                    self._store_failed = True
+                    with contextlib.suppress(HubError):
+                        await store.aclose()
+                    self._store = load_impl(VECTOR_STORES, "memory")()
+                    self._selector = await build(self._store)
                 self._indexed = tools
                 self.sync_stats = self._selector.sync_stats
             return self._selector

@@ -10,16 +10,17 @@ memories. Tools: ``remember``, ``recall``, ``list_memories``, ``update_memory``,
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, cast
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from pydantic import BaseModel, Field
 
-from hanzo_hub.errors import MemoryStoreError
+from hanzo_hub.errors import HubError
 from hanzo_hub.memory.models import TIERS, MemoryEntry, MemoryScope, Tier
 from hanzo_hub.memory.service import MemoryFilter, MemoryService
 from hanzo_hub.memory.summarize import SessionSummarizer
@@ -102,6 +103,26 @@ async def _notify(ctx: Context[Any, Any], entries: Sequence[tuple[str, str]]) ->
         await ctx.notify_resource_updated(uri)
 
 
+_F = TypeVar("_F", bound=Callable[..., Awaitable[Any]])
+
+
+def _anticipated(error: type[Exception]) -> Callable[[_F], _F]:
+    """Our own errors (a full disk under the store, a store in use, a missing model, an unknown id) reach the caller
+    as ``error`` with their message, which is written for a client; anything else stays a crash the SDK hides."""
+
+    def decorate(fn: _F) -> _F:
+        @functools.wraps(fn)
+        async def run(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await fn(*args, **kwargs)
+            except HubError as exc:
+                raise error(str(exc)) from exc
+
+        return cast(_F, run)
+
+    return decorate
+
+
 def _tiers(tier: str | None) -> tuple[Tier, ...]:
     if tier is None:
         return TIERS
@@ -132,6 +153,7 @@ def _register_write_tools(
     mcp: MCPServer, service: MemoryService, scope_of: ScopeProvider, summarizer: SessionSummarizer
 ) -> None:
     @mcp.tool(description="Store a memory (tier: session, project or global).")
+    @_anticipated(ToolError)
     async def remember(
         content: str, ctx: Context[Any, Any], tier: Literal["session", "project", "global"] = "project",
         tags: list[str] | None = None,
@@ -144,19 +166,18 @@ def _register_write_tools(
         return MemoryView.of(entry)
 
     @mcp.tool(description="Change a memory's content, tags or relevance.")
+    @_anticipated(ToolError)
     async def update_memory(
         memory_id: str, ctx: Context[Any, Any], content: str | None = None, tags: list[str] | None = None,
         relevance: float | None = Field(default=None, ge=0, le=1),
     ) -> MemoryView:  # fmt: skip
         scope = await scope_of(ctx)
-        try:
-            entry = await service.update(scope, memory_id, content=content, tags=tags, relevance=relevance)
-        except MemoryStoreError as exc:
-            raise ToolError(str(exc)) from exc
+        entry = await service.update(scope, memory_id, content=content, tags=tags, relevance=relevance)
         await _notify(ctx, [(entry.tier, entry.id)])
         return MemoryView.of(entry)
 
     @mcp.tool(description="Delete memories: by id, by filter, or all=true for every memory of the tier(s).")
+    @_anticipated(ToolError)
     async def forget(
         ctx: Context[Any, Any], memory_id: str | None = None, tier: str | None = None, tag: str | None = None,
         contains: str | None = None, all: bool = False,
@@ -171,18 +192,17 @@ def _register_write_tools(
         return ForgetResult(forgotten=removed)
 
     @mcp.tool(description="Import memories from JSON Lines into your own scope (re-embedded).")
+    @_anticipated(ToolError)
     async def import_memories(jsonl: str, ctx: Context[Any, Any], tier: str | None = None) -> MemoriesResult:
         scope = await scope_of(ctx)
-        try:
-            entries = await service.import_jsonl(scope, jsonl, tier=_tiers(tier)[0] if tier else None)
-        except MemoryStoreError as exc:
-            raise ToolError(str(exc)) from exc
+        entries = await service.import_jsonl(scope, jsonl, tier=_tiers(tier)[0] if tier else None)
         await _notify(ctx, [(e.tier, e.id) for e in entries])
         return MemoriesResult(memories=[MemoryView.of(e) for e in entries], total=len(entries))
 
 
 def _register_read_tools(mcp: MCPServer, service: MemoryService, scope_of: ScopeProvider) -> None:
     @mcp.tool(description="Recall memories relevant to a query, best first, each with why it was returned.")
+    @_anticipated(ToolError)
     async def recall(
         query: str, ctx: Context[Any, Any], tier: str | None = None, limit: int | None = Field(default=None, ge=1),
         token_budget: int | None = Field(default=None, ge=1),
@@ -193,6 +213,7 @@ def _register_read_tools(mcp: MCPServer, service: MemoryService, scope_of: Scope
         return RecallResult(results=items, tokens=sum(h.entry.tokens for h in hits))
 
     @mcp.tool(description="List memories, oldest first, optionally filtered by tier, tag or text.")
+    @_anticipated(ToolError)
     async def list_memories(
         ctx: Context[Any, Any], tier: str | None = None, tag: str | None = None, contains: str | None = None,
         offset: int = Field(default=0, ge=0), limit: int = Field(default=50, ge=1, le=LIST_LIMIT),
@@ -202,6 +223,7 @@ def _register_read_tools(mcp: MCPServer, service: MemoryService, scope_of: Scope
         return MemoriesResult(memories=[MemoryView.of(e) for e in found[offset : offset + limit]], total=len(found))
 
     @mcp.tool(description="Export your memories as JSON Lines.")
+    @_anticipated(ToolError)
     async def export_memories(ctx: Context[Any, Any], tier: str | None = None) -> ExportResult:
         scope = await scope_of(ctx)
         jsonl = await service.export(scope, _tiers(tier))
@@ -211,6 +233,7 @@ def _register_read_tools(mcp: MCPServer, service: MemoryService, scope_of: Scope
 def _register_resources(mcp: MCPServer, service: MemoryService, scope_of: ScopeProvider) -> None:
     @mcp.resource("memory://{tier}/entries", name="memories", mime_type="application/json",
                   description="Your memories of one tier (session, project or global).")  # fmt: skip
+    @_anticipated(ResourceError)
     async def listing(tier: str, ctx: Context[Any, Any]) -> str:
         scope = await scope_of(ctx)
         found = await service.entries(scope, MemoryFilter(tiers=_tiers(tier)))
@@ -218,6 +241,7 @@ def _register_resources(mcp: MCPServer, service: MemoryService, scope_of: ScopeP
 
     @mcp.resource("memory://{tier}/entries/{memory_id}", name="memory", mime_type="application/json",
                   description="One of your memories.")  # fmt: skip
+    @_anticipated(ResourceError)
     async def one(tier: str, memory_id: str, ctx: Context[Any, Any]) -> str:
         scope = await scope_of(ctx)
         found = await service.entries(scope, MemoryFilter(tiers=_tiers(tier), ids=(memory_id,)))

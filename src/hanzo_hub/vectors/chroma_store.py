@@ -35,7 +35,22 @@ def map_chroma_errors(what: str) -> Iterator[None]:
     except VectorStoreError:
         raise
     except Exception as exc:  # foreign library boundary
-        raise VectorStoreError(f"chroma {what} failed: {type(exc).__name__}") from exc
+        said = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+        reason = f"{type(exc).__name__}: {said}" if said else type(exc).__name__
+        raise VectorStoreError(f"chroma {what} failed: {reason}") from exc
+
+
+def _forget_failed_system(path: str) -> None:
+    """Drop the system chromadb cached for ``path`` when it failed to start (a full disk): chromadb registers it
+    before starting it, so every later client of that folder would get the broken one (``AttributeError``) even once
+    the disk has room. Only a system no client holds is dropped."""
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    systems, refcounts = SharedSystemClient._identifier_to_system, SharedSystemClient._identifier_to_refcount
+    with SharedSystemClient._refcount_lock:
+        for identifier, system in list(systems.items()):
+            if system.settings.persist_directory == path and not refcounts.get(identifier):
+                del systems[identifier]
 
 
 class ChromaVectorStore:
@@ -71,7 +86,11 @@ class ChromaVectorStore:
                 self._client = chromadb.HttpClient(host=self._host, port=self._port, settings=settings)
             elif self._path is not None:
                 self._path.mkdir(parents=True, exist_ok=True)
-                self._client = chromadb.PersistentClient(path=str(self._path), settings=settings)
+                try:
+                    self._client = chromadb.PersistentClient(path=str(self._path), settings=settings)
+                except Exception:
+                    _forget_failed_system(str(self._path))
+                    raise
             else:
                 self._client = chromadb.EphemeralClient(settings=settings)
             self._collection = self._client.get_or_create_collection(
