@@ -7,17 +7,19 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from hanzo_hub.config import HubSettings
 from hanzo_hub.sandbox.vault import Vault
-from tests.conftest import REPO, MakeSettings, inproc, stdio
+from tests.conftest import REPO, MakeSettings, free_port, inproc, stdio
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -134,6 +136,24 @@ def test_probe_starts_and_lists_every_server(make_settings: MakeSettings) -> Non
     assert checks["probe:exits"]["hint"].endswith("exits.log")
     assert "URL" in checks["probe:web"]["hint"]
     assert checks["server:exits"]["status"] == "ok"  # the static check cannot know; the probe does
+
+
+async def test_probing_beside_a_running_hub_warns_about_its_memory_store(make_settings: MakeSettings) -> None:
+    from tests.integration.test_serve import hub_process, wait_for_http
+
+    memory = {"enabled": True, "embedder": "fake", "store": "chroma"}
+    settings = make_settings({"good": stdio()}, memory=memory)
+    port = free_port()
+    async with hub_process(settings, "--http", "--port", str(port)) as process:
+        await wait_for_http(f"http://127.0.0.1:{port}/healthz")
+        code, checks, _ = await anyio.to_thread.run_sync(lambda: doctor(settings, "--probe", "--timeout", "20"))
+        process.send_signal(signal.SIGTERM)
+    assert code == 0, checks
+    assert checks["probe:good"]["status"] == "ok"
+    memory_probe = checks["probe:memory"]
+    assert memory_probe["status"] == "warn"
+    assert "in use by another process" in memory_probe["detail"]
+    assert "a hub is serving this home" in memory_probe["hint"]
 
 
 def test_a_taken_port_warns(make_settings: MakeSettings) -> None:

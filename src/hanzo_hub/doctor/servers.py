@@ -25,6 +25,9 @@ from hanzo_hub.sandbox.vault import SECRET_REF
 
 __all__ = ["check_servers", "probe_servers"]
 
+IN_USE = "in use by another process"
+"""What a store locked by another process says (the memory store of a hub serving the same home)."""
+
 
 def _secret_refs(spec: ServerSpec) -> set[str]:
     if isinstance(spec, StdioServerSpec):
@@ -111,6 +114,18 @@ def check_servers(hub: Hub, secrets: set[str]) -> list[Check]:
     return [_server_check(hub, n, s, hub.catalog_entries.get(n), secrets) for n, s in sorted(hub.servers.items())]
 
 
+def _probe_failure(hub: Hub, name: str, said: str) -> Check:
+    spec = hub.servers[name]
+    label = f"probe:{name}"
+    if isinstance(spec, StdioServerSpec):
+        return Check(label, "fail", said, f"see {hub.settings.log_dir / (name + '.log')}")
+    if isinstance(spec, InprocServerSpec):
+        if IN_USE in said:  # the hub's memory store, locked by a hub serving this home: that one is fine
+            return Check(label, "warn", said, "a hub is serving this home; stop it to probe this server here")
+        return Check(label, "fail", said, "run with --log-level INFO to see the server's traceback")
+    return Check(label, "fail", said, "is the server up at that URL, and are its headers right?")
+
+
 async def probe_servers(hub: Hub, timeout: float) -> list[Check]:
     """Run the hub and list every server live (at most ``timeout`` seconds each, started as serving would)."""
     results: dict[str, Check] = {}
@@ -127,9 +142,7 @@ async def probe_servers(hub: Hub, timeout: float) -> list[Check]:
                 results[name] = Check(label, "fail", f"no answer within {timeout:g} s", f"see {hub.settings.log_dir}")
                 return
             except Exception as exc:  # the doctor reports whatever a start or a listing raised
-                stdio = isinstance(hub.servers[name], StdioServerSpec)
-                hint = f"see {hub.settings.log_dir / (name + '.log')}" if stdio else "is the server up at that URL?"
-                results[name] = Check(label, "fail", str(exc) or type(exc).__name__, hint)
+                results[name] = _probe_failure(hub, name, str(exc) or type(exc).__name__)
                 return
             took = time.perf_counter() - start
             kinds = (("tool", listing.tools), ("resource", listing.resources), ("prompt", listing.prompts))
