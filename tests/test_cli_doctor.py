@@ -179,6 +179,12 @@ def test_a_missing_bubblewrap_fails_the_servers_that_need_it(make_settings: Make
     assert "bubblewrap is not installed" in checks["sandbox:bwrap"]["detail"]
     assert "bwrap sandbox" in checks["server:boxed"]["detail"]
 
+    unboxed = make_settings({"plain": stdio()}, catalog={"enabled": ["graphql"]})
+    code, checks, _ = doctor(unboxed, env=env)
+    assert code == 1
+    assert checks["server:graphql"]["status"] == "fail"  # an npm server cannot install without npm
+    assert "npm (which installs it) is not on PATH" in checks["server:graphql"]["detail"]
+    assert "needs node on PATH" in checks["server:graphql"]["detail"]
     unboxed = make_settings({"plain": stdio()})
     code, checks, _ = doctor(unboxed, env=env)
     assert code == 0

@@ -55,7 +55,9 @@ def _stdio_problems(
     warns: list[tuple[str, str]] = []
     if entry is not None and not is_installed(settings, entry):
         how = f"hanzo-hub catalog install {name}"
-        if settings.catalog.install_on_start:
+        if entry.meta.install.kind == "npm" and shutil.which("npm") is None:
+            fails.append(("not installed, and npm (which installs it) is not on PATH", "install Node.js and npm"))
+        elif settings.catalog.install_on_start:
             warns.append((f"not installed yet ({entry.meta.install.kind}); installs on first start", f"{how} now"))
         else:
             fails.append(("not installed (catalog.install_on_start is off)", how))
