@@ -100,6 +100,23 @@ async def test_http_hub_serves_clients_of_both_eras_and_stops_on_sigterm(make_se
         assert echoed == f"hello {mode}"
 
 
+async def test_a_killed_hub_takes_its_servers_with_it(make_settings: MakeSettings) -> None:
+    """SIGKILL runs no cleanup: the kernel's parent-death signal stops even a server that ignores its stdin closing."""
+    settings = make_settings({"stays": stdio("linger", name="stays")})
+    port = free_port()
+    async with hub_process(settings, "--http", "--port", str(port)) as process:
+        await wait_for_http(f"http://127.0.0.1:{port}/healthz")
+        async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+            echoed = await client.call_tool("echo", {"text": "started"})
+        children = [child.pid for child in live_children(process.pid)]
+        process.kill()
+        with anyio.fail_after(10):
+            await process.wait()
+    assert text_of(echoed) == "started"
+    assert children, "the hub started no downstream server"
+    await wait_until(lambda: not any(alive(pid) for pid in children), timeout=10)
+
+
 async def test_a_config_error_exits_with_status_2_before_serving(make_settings: MakeSettings, tmp_path: object) -> None:
     settings = make_settings({"one": stdio(name="one")})
     assert settings.config_file is not None

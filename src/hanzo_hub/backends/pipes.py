@@ -14,16 +14,23 @@ caller's file (read here and written line by line, with secrets replaced and the
 (unparseable lines surface as exceptions on the read stream, a partial last line is dropped), and shutdown is
 bounded and shielded: stop reading into the session, flush, close stdin, wait ``PROCESS_TERMINATION_TIMEOUT``,
 SIGTERM then SIGKILL the process group, wait ``FLUSH_TIMEOUT`` for stderr's last bytes, close the transport.
+
+One thing the SDK does not do: on Linux the server is started with a parent-death signal (``prctl(PR_SET_PDEATHSIG,
+SIGTERM)``), so a hub that dies without cleaning up (SIGKILL, the OOM killer) takes its servers with it, even those
+that ignore their stdin closing. bubblewrap's ``--die-with-parent`` does the same for sandboxed servers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import functools
 import logging
 import math
 import os
 import signal
+import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
@@ -54,6 +61,43 @@ FLUSH_TIMEOUT = 0.5
 READ_AHEAD = 32
 """Frames queued for the session before the hub stops reading the server's stdout (until the session catches up)."""
 _POLL = 0.01
+
+
+PR_SET_PDEATHSIG = 1
+
+
+@functools.cache
+def _prctl() -> Callable[..., int] | None:
+    """libc's ``prctl`` (Linux), looked up once; ``None`` elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    return cast(Callable[..., int], prctl)
+
+
+def _parent_death_signal() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that has Linux send the child SIGTERM when the hub dies; ``None`` where that is unavailable.
+
+    ``prctl`` is looked up before the fork, so the child only makes the system call. The signal follows the thread
+    that forked, the event loop's, which lives as long as the hub serves. If the hub died between the fork and the
+    call, the child signals itself.
+    """
+    prctl = _prctl()
+    if prctl is None:
+        return None
+    hub, term = os.getpid(), int(signal.SIGTERM)
+
+    def set_parent_death_signal() -> None:
+        prctl(PR_SET_PDEATHSIG, term, 0, 0, 0)
+        if os.getppid() != hub:
+            os.kill(os.getpid(), term)
+
+    return set_parent_death_signal
 
 
 _Item = SessionMessage | Exception | Callable[[], None]
@@ -360,6 +404,7 @@ async def _spawned(launch: Launch, log: LineLog, spec: PipeTransport) -> AsyncIt
         env=env,
         cwd=launch.cwd,
         start_new_session=True,
+        preexec_fn=_parent_death_signal(),
     )
     # From here no await before the try: a cancellation in the gap would leak the live process.
     spec.pid = transport.get_pid()
