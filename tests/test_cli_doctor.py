@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -17,6 +18,7 @@ from typing import Any
 import anyio
 import pytest
 
+from hanzo_hub.catalog.loader import PACKAGED_DIR
 from hanzo_hub.config import HubSettings
 from hanzo_hub.sandbox.vault import Vault
 from tests.conftest import REPO, MakeSettings, free_port, inproc, stdio
@@ -99,6 +101,34 @@ def test_catalog_server_installing_on_start_only_warns(make_settings: MakeSettin
     assert "packaged tool list" in checks["server:time"]["detail"]
 
 
+def test_manifest_problems_are_reported(make_settings: MakeSettings, tmp_path: Path) -> None:
+    manifests = tmp_path / "manifests"
+    shutil.copytree(PACKAGED_DIR / "time", manifests / "time")
+    server_json = manifests / "time" / "server.json"
+    manifest = json.loads(server_json.read_text(encoding="utf-8"))
+    manifest["packages"][0]["environmentVariables"] = [{"name": "TIME_API_KEY", "isRequired": True, "isSecret": True}]
+    server_json.write_text(json.dumps(manifest), encoding="utf-8")
+    (manifests / "junk").mkdir()
+    (manifests / "junk" / "server.json").write_text("{not json", encoding="utf-8")
+    catalog = {"enabled": ["time"], "packaged": False, "manifest_dirs": [str(manifests)]}
+    settings = make_settings({}, catalog=catalog, sandbox={"keyring_service": None})
+    code, checks, stdout = doctor(settings)
+    assert code == 1  # the broken manifest
+    report = json.loads(stdout)["checks"]
+    broken = [c for c in report if c["name"] == "catalog" and c["status"] == "fail"]
+    assert len(broken) == 1
+    assert "junk" in broken[0]["detail"]
+    time = checks["server:time"]
+    assert time["status"] == "warn"
+    assert "TIME_API_KEY not set (the manifest requires it)" in time["detail"]
+    assert "hanzo-hub secrets set TIME_API_KEY" in time["hint"]
+
+    Vault(settings.vault_dir, keyring_service=None).set("TIME_API_KEY", SECRET)  # the hub passes it at launch
+    _, checks, stdout = doctor(settings)
+    assert "TIME_API_KEY" not in checks["server:time"]["detail"]
+    assert SECRET not in stdout
+
+
 def test_the_vault_reports_names_never_values(make_settings: MakeSettings) -> None:
     settings = make_settings(
         {"keyed": stdio(env={"API_TOKEN": "${vault:API_TOKEN}"})},
@@ -133,7 +163,9 @@ def test_probe_starts_and_lists_every_server(make_settings: MakeSettings) -> Non
     assert int(good["detail"].split()[0]) > 5  # the fixture's tools, listed live
     for name in ("exits", "hangs", "web"):
         assert checks[f"probe:{name}"]["status"] == "fail", checks[f"probe:{name}"]
-    assert checks["probe:exits"]["hint"].endswith("exits.log")
+    log = Path(checks["probe:exits"]["hint"].removeprefix("see "))
+    assert log.is_file()  # the hint names the server's real stderr log
+    assert "fatal: refusing to start" in log.read_text(encoding="utf-8")
     assert "URL" in checks["probe:web"]["hint"]
     assert checks["server:exits"]["status"] == "ok"  # the static check cannot know; the probe does
 

@@ -16,10 +16,11 @@ import time
 import anyio
 
 from hanzo_hub.backends.listing import Listing, fetch_listing
+from hanzo_hub.backends.snapshot import file_key
 from hanzo_hub.catalog.envs import is_installed
 from hanzo_hub.catalog.loader import CatalogEntry
 from hanzo_hub.config import HubSettings, InprocServerSpec, ServerSpec, StdioServerSpec, environment
-from hanzo_hub.doctor.report import Check
+from hanzo_hub.doctor.report import Check, Status
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.sandbox.vault import SECRET_REF
 
@@ -67,9 +68,25 @@ def _stdio_problems(
         missing = [b for b in entry.meta.requires.binaries if shutil.which(b) is None]
         if missing:
             fails.append((f"needs {', '.join(missing)} on PATH", f"install {', '.join(missing)}"))
+        unset = sorted(
+            var.name
+            for package in entry.server.packages
+            for var in package.environment_variables
+            if var.is_required and var.name not in spec.env and var.default is None and var.value is None
+        )
+        if unset:
+            hint = (
+                f"hanzo-hub secrets set {unset[0]}" if secret_named(entry, unset[0]) else "set it in catalog.overrides"
+            )
+            warns.append((f"{', '.join(unset)} not set (the manifest requires it)", hint))
     if spec.cwd is not None and not spec.cwd.is_dir():
         fails.append((f"cwd {spec.cwd} is not a folder", "fix the server's cwd"))
     return fails, warns
+
+
+def secret_named(entry: CatalogEntry, name: str) -> bool:
+    """Whether the manifest marks the environment variable ``name`` as a secret (the vault supplies those)."""
+    return any(v.name == name and v.is_secret for p in entry.server.packages for v in p.environment_variables)
 
 
 def _listed(listing: Listing | None, source: str) -> str:
@@ -102,10 +119,12 @@ def _server_check(hub: Hub, name: str, spec: ServerSpec, entry: CatalogEntry | N
     listing = hub.snapshots.load(name)
     parts.append(_listed(listing, "snapshot") if listing is not None or entry is None else "packaged tool list")
     detail = ", ".join(parts)
-    if fails:
-        return Check(f"server:{name}", "fail", f"{detail}: {'; '.join(f for f, _ in fails)}", fails[0][1])
-    if warns:
-        return Check(f"server:{name}", "warn", f"{detail}: {'; '.join(w for w, _ in warns)}", warns[0][1])
+    graded: tuple[tuple[Status, list[tuple[str, str]]], ...] = (("fail", fails), ("warn", warns))
+    for status, found in graded:
+        if found:
+            what = "; ".join(f for f, _ in found)
+            hints = "; ".join(dict.fromkeys(h for _, h in found))
+            return Check(f"server:{name}", status, f"{detail}: {what}", hints)
     return Check(f"server:{name}", "ok", detail)
 
 
@@ -120,7 +139,7 @@ def _probe_failure(hub: Hub, name: str, said: str) -> Check:
     spec = hub.servers[name]
     label = f"probe:{name}"
     if isinstance(spec, StdioServerSpec):
-        return Check(label, "fail", said, f"see {hub.settings.log_dir / (name + '.log')}")
+        return Check(label, "fail", said, f"see {hub.settings.log_dir / (file_key(name) + '.log')}")
     if isinstance(spec, InprocServerSpec):
         if IN_USE in said:  # the hub's memory store, locked by a hub serving this home: that one is fine
             return Check(label, "warn", said, "a hub is serving this home; stop it to probe this server here")
