@@ -162,12 +162,18 @@ def images(html: str, base: str) -> list[dict[str, Any]]:
     return found
 
 
-def find_text(text: str, pattern: re.Pattern[str], context: int, limit: int) -> tuple[list[dict[str, Any]], int]:
-    """Up to ``limit`` matches of ``pattern`` in ``text`` with line number and ``context`` characters around;
-    (matches, total count)."""
+def find_text(
+    text: str, pattern: Any, context: int, limit: int, *, timeout: float | None = None
+) -> tuple[list[dict[str, Any]], int]:
+    """Up to ``limit`` matches of ``pattern`` (compiled by the ``regex`` package) in ``text`` with line number and
+    ``context`` characters around; (matches, total count).
+
+    Raises:
+        TimeoutError: matching took longer than ``timeout`` seconds (the GIL is released while it runs).
+    """
     matches: list[dict[str, Any]] = []
     total = 0
-    for match in pattern.finditer(text):
+    for match in pattern.finditer(text, timeout=timeout, concurrent=True):
         if match.end() == match.start():
             continue
         total += 1

@@ -4,13 +4,13 @@ submit), diffs against the indexed copy, feeds, text search in a page and its im
 from __future__ import annotations
 
 import difflib
-import re
 import time
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
 
 import anyio
+import regex as rx
 from mcp.server import MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field
@@ -31,13 +31,18 @@ MaxChars = Annotated[int, Field(ge=100, le=1_000_000, description="cap on the re
 Record = Callable[[Page, str], tuple[dict[str, Any], list[str]]]
 
 
-def compile_pattern(pattern: str, regex: bool, case_sensitive: bool, whole_word: bool) -> re.Pattern[str]:
-    source = pattern if regex else re.escape(pattern)
+EXTRACT_GRACE = 5.0
+"""Seconds beyond a search's ``max_seconds`` for extracting the page's text (bounded by the page size cap)."""
+
+
+def compile_pattern(pattern: str, regex: bool, case_sensitive: bool, whole_word: bool) -> Any:
+    """The compiled pattern (the ``regex`` package: same syntax as ``re``, and a match can be given a timeout)."""
+    source = pattern if regex else rx.escape(pattern)
     if whole_word:
         source = rf"\b(?:{source})\b"
     try:
-        return re.compile(source, 0 if case_sensitive else re.IGNORECASE)
-    except re.error as exc:
+        return rx.compile(source, 0 if case_sensitive else rx.IGNORECASE)
+    except rx.error as exc:
         raise ToolError(f"bad regular expression {pattern!r}: {exc}") from exc
 
 
@@ -253,15 +258,15 @@ def register(mcp: MCPServer, store: IndexStore, record_of: Record) -> None:  # n
         def search() -> tuple[list[dict[str, Any]], int]:
             body = (extract.main_text(text) if scope == "main"
                     else extract.clean_text(extract.soup_of(text).get_text("\n")))  # fmt: skip
-            return extract.find_text(body, compiled, context_chars, max_matches)
+            return extract.find_text(body, compiled, context_chars, max_matches, timeout=max_seconds)
 
-        try:
-            with anyio.fail_after(max_seconds):
+        try:  # the match itself stops at max_seconds (a regex holds the GIL, so no outer timer could preempt it)
+            with anyio.fail_after(max_seconds + EXTRACT_GRACE):
                 matches, total = await anyio.to_thread.run_sync(search, abandon_on_cancel=True)
         except TimeoutError as exc:
             raise ToolError(
-                f"the search took longer than {max_seconds} s; simplify the pattern (nested "
-                "repetition like (a+)+ backtracks exponentially)"
+                f"the search took longer than {max_seconds} s; simplify the pattern (alternatives that overlap "
+                "under repetition, like (a|aa)+, backtrack exponentially)"
             ) from exc
         return table_result(["line", "match", "before", "after"],
                             [[m["line"], m["match"], m["before"], m["after"]] for m in matches],
