@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Literal
 
+import regex as regexp
 from mcp_types import CallToolResult
 from pydantic import Field
 
@@ -20,6 +22,9 @@ from servers._toolset import Toolset, tool
 
 BINARY_SNIFF = 8192
 MAX_GREP_FILE = 20 * 2**20
+GREP_SECONDS = 30.0
+"""Time all the matching of one grep may take: a pattern that backtracks exponentially is stopped with an error
+instead of hanging the server (patterns compile with the ``regex`` package, whose match takes a timeout)."""
 
 
 def _utc(value: datetime | None) -> float | None:
@@ -108,9 +113,10 @@ class SearchTools(Toolset):
         max_matches: Annotated[int, Field(ge=1, le=5000, description="stop after this many matches")] = 200,
     ) -> CallToolResult:
         try:
-            rx = re.compile(regex, re.IGNORECASE if ignore_case else 0)
-        except re.error as exc:
+            rx = regexp.compile(regex, regexp.IGNORECASE if ignore_case else 0)
+        except regexp.error as exc:
             raise ToolError(f"invalid regular expression {regex!r}: {exc}") from None
+        deadline = time.monotonic() + GREP_SECONDS
         target = self.roots.resolve(folder, must_exist=True, kind="folder")
         files = [target] if target.is_file() else list(_walk(self.roots, target, pattern, False))
         base = target.parent if target.is_file() else target
@@ -122,7 +128,14 @@ class SearchTools(Toolset):
             searched += 1
             lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
             for i, line in enumerate(lines):
-                if rx.search(line):
+                try:
+                    hit = rx.search(line, timeout=max(deadline - time.monotonic(), 0.001))
+                except TimeoutError:
+                    raise ToolError(
+                        f"the search took longer than {GREP_SECONDS:g} s; simplify the regular expression "
+                        "(alternatives that overlap under repetition, like (a|aa)+, backtrack exponentially)"
+                    ) from None
+                if hit:
                     matches.append(
                         {
                             "file": path.relative_to(base).as_posix(),

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from servers._roots import AllowedRoots
+from servers.files import search
 from servers.files.server import build_server
 from tests.servers.conftest import Client, err, ok
 
@@ -41,6 +42,14 @@ def root(tmp_path: Path) -> Path:
 async def client(root: Path) -> AsyncIterator[Client]:
     async with Client(build_server(AllowedRoots([root]))) as c:
         yield c
+
+
+async def test_a_runaway_regex_is_stopped(client: Client, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(search, "GREP_SECONDS", 0.2)
+    (root / "long.txt").write_text("a" * 40 + "!\n")  # (a|aa)+$ backtracks exponentially on it
+    message = err(await client.call_tool("grep", {"regex": "(a|aa)+$", "pattern": "long.txt"}))
+    assert "longer than 0.2 s" in message
+    assert ok(await client.call_tool("grep", {"regex": "a+!$", "pattern": "long.txt"}))["count"] == 1
 
 
 async def test_lists_all_tools(client: Client) -> None:
