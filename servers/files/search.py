@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import re
 import time
 from collections import defaultdict
 from collections.abc import Iterator

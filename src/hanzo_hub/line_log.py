@@ -67,6 +67,8 @@ class LineLog:
         self._file: IO[bytes] | None = None
         self._size = 0
         self._warned = False
+        self._whole = False
+        """The file is known to end a line (checked at the first open, again after a failure or a last partial line)."""
 
     def write(self, data: bytes) -> None:
         """Take the next bytes; whole lines go to the file now, the unfinished rest waits."""
@@ -83,6 +85,7 @@ class LineLog:
         if self._pending:
             self._emit(bytes(self._pending))
             self._pending.clear()
+            self._whole = False  # that last line had no newline
         self._close_file()
 
     def _close_file(self) -> None:
@@ -137,9 +140,10 @@ class LineLog:
             file = self.path.open("ab")
             try:
                 self._size = file.tell()
-                if self._size and not _ends_a_line(self.path):
+                if not self._whole and self._size and not _ends_a_line(self.path):
                     file.write(b"\n")
                     self._size += 1
+                self._whole = True
             except OSError:
                 with contextlib.suppress(OSError):
                     file.close()
@@ -163,6 +167,7 @@ class LineLog:
         os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
 
     def _failed(self, exc: OSError) -> None:
+        self._whole = False  # a write may have been cut mid-line
         if self._file is not None:  # reopen on the next write (the disk may have room again, the file may be back)
             with contextlib.suppress(OSError):
                 self._file.close()

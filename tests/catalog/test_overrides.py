@@ -77,7 +77,7 @@ async def test_overridden_server_is_still_sandboxed_and_policed(tmp_path: Path) 
     assert sandbox.kind == "bwrap"
     assert sandbox.limits.network == "full"  # manifest network "loopback" shares the host network
     assert env_dir(settings, "redis").resolve() in sandbox.grants.readable
-    spec = hub._servers["redis"]
+    spec = hub.servers["redis"]
     assert isinstance(spec, StdioServerSpec)
     assert spec.args == ("--url", "redis://127.0.0.1:7000/1")
 

@@ -13,7 +13,6 @@ from the vault but names. ``doctor/cli.py`` is the command; this module is what 
 
 from __future__ import annotations
 
-from hanzo_hub.catalog.loader import load_catalog
 from hanzo_hub.config import HubSettings
 from hanzo_hub.doctor.machine import (
     check_embedding,
@@ -31,10 +30,9 @@ from hanzo_hub.hub.core import Hub
 __all__ = ["Check", "diagnose"]
 
 
-def _catalog(settings: HubSettings) -> list[Check]:
-    catalog = load_catalog(settings)
-    checks = [Check("catalog", "ok", f"{len(catalog.entries)} manifests")]
-    checks += [Check("catalog", "fail", str(error), "fix or remove that manifest") for error in catalog.errors]
+def _catalog(hub: Hub) -> list[Check]:
+    checks = [Check("catalog", "ok", f"{len(hub.catalog.entries)} manifests")]
+    checks += [Check("catalog", "fail", str(error), "fix or remove that manifest") for error in hub.catalog.errors]
     return checks
 
 
@@ -46,8 +44,8 @@ async def diagnose(settings: HubSettings, *, probe: bool = False, timeout: float
     checks += check_home(settings)
     checks += check_http(settings)
     vault_checks, secrets = check_vault(settings)
-    checks += _catalog(settings)
     hub = Hub(settings)
+    checks += _catalog(hub)
     checks += await check_sandboxes(settings, {s.kind for s in hub.launches.values()})
     checks += vault_checks
     checks += check_embedding(settings)

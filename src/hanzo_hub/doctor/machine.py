@@ -25,11 +25,10 @@ import anyio.to_thread
 from hanzo_hub import __version__
 from hanzo_hub.config import HubSettings
 from hanzo_hub.doctor.report import Check
-from hanzo_hub.errors import EmbeddingError, SandboxError, VaultError
+from hanzo_hub.errors import ConfigError, EmbeddingError, SandboxError, VaultError
 from hanzo_hub.sandbox.base import Grants, Limits
-from hanzo_hub.sandbox.cgroup import CgroupFactory
 from hanzo_hub.sandbox.vault import Vault
-from hanzo_hub.transports.http import LOOPBACK_HOSTS
+from hanzo_hub.transports.http import check_bind
 
 __all__ = [
     "check_embedding",
@@ -89,8 +88,10 @@ def check_http(settings: HubSettings) -> list[Check]:
     """What ``serve --http`` would do: refuse an open bind without auth, or find the port taken."""
     http = settings.http
     where = f"http://{http.host}:{http.port}{http.path}"
-    auth = bool(settings.auth.tokens) or settings.auth.oauth is not None
-    if http.host not in LOOPBACK_HOSTS and not auth:
+    auth = settings.auth.enabled
+    try:
+        check_bind(http, settings.auth)  # what serve --http checks before it binds
+    except ConfigError:
         hint = "add auth.tokens (hanzo-hub token --user ID) or auth.oauth, or bind 127.0.0.1"
         return [Check("http", "fail", f"{where}: a non-loopback bind without authentication is refused", hint)]
     family = socket.AF_INET6 if ":" in http.host else socket.AF_INET
@@ -120,7 +121,7 @@ async def _probe_bwrap(settings: HubSettings) -> Check:
         detail = f"bubblewrap at {sandbox.bwrap} cannot start a process: {said[-1] if said else result.exit_code}"
         hint = "unprivileged user namespaces may be off (sysctl kernel.unprivileged_userns_clone=1)"
         return Check("sandbox:bwrap", "fail", detail, hint)
-    cgroups = CgroupFactory(v2_root=settings.sandbox.cgroup_root)
+    cgroups = sandbox.cgroups  # what its runs get their limits from
     detail = f"{sandbox.bwrap} runs a process in {result.duration * 1000:.0f} ms"
     if not cgroups.available:
         hint = "give the hub a delegated cgroup v2 subtree (sandbox.cgroup_root) for memory and pids limits"

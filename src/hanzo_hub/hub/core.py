@@ -69,7 +69,7 @@ class Hub:
 
     def __init__(self, settings: HubSettings) -> None:
         self.settings = settings
-        catalog = load_catalog(settings)
+        self.catalog = catalog = load_catalog(settings)  # every manifest that loaded, and the broken ones
         self._seeds = catalog_snapshots(settings, catalog)
         # Hand-configured servers win a name clash with catalog entries.
         secrets = load_secrets(settings)
@@ -77,7 +77,7 @@ class Hub:
         entries = {name: catalog.entries[name] for name in cataloged}
         cataloged = {n: secret_env(entries[n], s, secrets) for n, s in cataloged.items()}
         configured = {**cataloged, **settings.servers}
-        self._catalog = entries
+        self.catalog_entries: Mapping[str, CatalogEntry] = entries  # those of the served catalog servers
         local: dict[str, Any] = {}
         if settings.memory.enabled and MEMORY_SERVER not in configured:
             configured[MEMORY_SERVER] = InprocServerSpec(target="hanzo_hub.hub.memory_mount:build")
@@ -90,7 +90,7 @@ class Hub:
             )
             local[LLM_SERVER] = build_llm_server(self, self.llm)
         servers = {name: spec for name, spec in configured.items() if spec.enabled}
-        self._servers = servers
+        self.servers: Mapping[str, ServerSpec] = servers  # every enabled one: configured, cataloged, the hub's own
         aliases = assign_aliases(servers, {name: spec.alias for name, spec in servers.items()})
         overrides = {name: spec.tool_overrides for name, spec in servers.items()}
         prefixed = prefixed_servers(settings.exposure.prefix, servers, own=local.keys())
@@ -160,16 +160,6 @@ class Hub:
                 with anyio.CancelScope(shield=True):
                     await self.sandboxes.aclose()
 
-    @property
-    def servers(self) -> Mapping[str, ServerSpec]:
-        """Every enabled server: configured, from the catalog, and the hub's own (memory, llm)."""
-        return self._servers
-
-    @property
-    def catalog_entries(self) -> Mapping[str, CatalogEntry]:
-        """The catalog entries of the servers that come from the catalog."""
-        return self._catalog
-
     def background(self, task: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run ``task`` in the hub's task group (now, or when ``run`` starts); it is cancelled at shutdown."""
         self._background.append(task)
@@ -184,7 +174,7 @@ class Hub:
     def _load_snapshots(self) -> list[str]:
         """Serve every server's stored lists; catalog entries never started yet get their packaged tools."""
         missing = []
-        for name in self._servers:
+        for name in self.servers:
             listing = self.snapshots.load(name)
             if listing is None and name in self._seeds:
                 listing = Listing.from_json(self._seeds[name], source="snapshot")
@@ -204,7 +194,7 @@ class Hub:
         Raises:
             BackendUnavailable: the install failed (its reason names the failing step); the next start retries it.
         """
-        entry = self._catalog.get(server)
+        entry = self.catalog_entries.get(server)
         if entry is None or not self.settings.catalog.install_on_start:
             return
         if await anyio.to_thread.run_sync(is_installed, self.settings, entry):
@@ -361,7 +351,7 @@ class Hub:
 
     def error_patterns(self, server: str) -> tuple[str, ...]:
         """The patterns whose text marks a result of ``server`` as a failure (``hub.results``)."""
-        return self._servers[server].error_patterns
+        return self.servers[server].error_patterns
 
     async def _bridged_call(
         self,
