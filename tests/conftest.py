@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -136,6 +138,27 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+@contextmanager
+def listening_process(argv: list[str], port: int, timeout: float = 30.0) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``argv`` (from the repository root, output discarded) until it accepts connections on ``port``; stop it
+    on exit."""
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            assert proc.poll() is None, f"{argv[1:4]} exited"
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, f"{argv[1:4]} never listened"
+                time.sleep(0.05)
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 @asynccontextmanager

@@ -7,6 +7,7 @@ hanzo-hub snippet [--http]
 hanzo-hub token --user ID
 hanzo-hub tools search "QUERY" [--json]
 hanzo-hub secrets set|list|rm ...           (hub/policy_cli.py)
+hanzo-hub auth login|status|logout ...      (hub/auth_cli.py)
 hanzo-hub policy show|check ...
 hanzo-hub doctor [--probe] [--json]         (doctor/)
 ```
@@ -30,8 +31,8 @@ from hanzo_hub import __version__
 from hanzo_hub.catalog import cli as catalog_cli
 from hanzo_hub.config import HubSettings, load_settings
 from hanzo_hub.doctor import cli as doctor_cli
-from hanzo_hub.errors import ConfigError
-from hanzo_hub.hub import memory_cli, policy_cli
+from hanzo_hub.errors import AuthorizationRequired, ConfigError
+from hanzo_hub.hub import auth_cli, memory_cli, policy_cli
 
 logger = logging.getLogger("hanzo_hub")
 
@@ -71,6 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     snippet.add_argument("--http", action="store_true", help="print an HTTP entry instead")
     catalog_cli.register(commands, common)
     policy_cli.register(commands, common)
+    auth_cli.register(commands, common)
     memory_cli.register(commands, common)
     doctor_cli.register(commands, common)
     return parser
@@ -95,10 +97,14 @@ def _settings(args: argparse.Namespace) -> HubSettings:
 
 
 class _JunkLineFilter(logging.Filter):
-    """Drop the SDK's traceback for each non-JSON line a downstream prints; the supervisor logs a short summary."""
+    """Drop the SDK's traceback for each non-JSON line a downstream prints, and for an OAuth flow the hub stops
+    because a server needs a new login; the supervisor logs a short summary of both."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.name == "mcp.client.stdio" and str(record.msg).startswith("Failed to parse JSONRPC"))
+        if record.name == "mcp.client.stdio" and str(record.msg).startswith("Failed to parse JSONRPC"):
+            return False
+        error = record.exc_info[1] if record.exc_info else None
+        return not (record.name == "mcp.client.auth.oauth2" and isinstance(error, AuthorizationRequired))
 
 
 def _configure_logging(level: str) -> None:
@@ -264,6 +270,10 @@ def _cmd_policy(args: argparse.Namespace) -> int:
     return policy_cli.run(args, _settings)
 
 
+def _cmd_auth(args: argparse.Namespace) -> int:
+    return auth_cli.run(args, _settings)
+
+
 def _cmd_memory(args: argparse.Namespace) -> int:
     return memory_cli.run(args, _settings)
 
@@ -282,6 +292,7 @@ COMMANDS = {
     "catalog": _cmd_catalog,
     "secrets": _cmd_policy,
     "policy": _cmd_policy,
+    "auth": _cmd_auth,
     "memory": _cmd_memory,
     "doctor": _cmd_doctor,
 }

@@ -70,6 +70,16 @@ class BackendCrashed(BackendError):
     """The server's connection ended while a request was in flight."""
 
 
+class AuthorizationRequired(HubError):
+    """A remote server wants OAuth authorization the hub does not hold, or can no longer refresh; the message names
+    the server and the command that grants it (``hanzo-hub auth login NAME``)."""
+
+
+class AuthorizationFailed(HubError):
+    """An interactive OAuth login did not complete: the user denied it, the callback never came, or the
+    authorization server refused the exchange; the message says which."""
+
+
 class ToolNotFound(HubError):
     """No tool of that exposed name exists."""
 

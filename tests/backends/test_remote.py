@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -13,35 +11,17 @@ from mcp import Client
 
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.server import build_server
-from tests.conftest import REPO, MakeSettings, text_of
+from tests.conftest import MakeSettings, free_port, listening_process, text_of
 
 pytestmark = pytest.mark.integration
 
 
 def _serve(kind: str) -> Iterator[int]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.fixtures.downstream", kind, f"remote-{kind}", str(port)],
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, f"{kind} fixture exited"
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, f"{kind} fixture never listened"
-                time.sleep(0.05)
+    port = free_port()
+    with listening_process(
+        [sys.executable, "-m", "tests.fixtures.downstream", kind, f"remote-{kind}", str(port)], port
+    ):
         yield port
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")

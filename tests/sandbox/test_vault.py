@@ -67,3 +67,27 @@ def test_logging_filter_redacts(caplog: pytest.LogCaptureFixture) -> None:
         logger.info("calling with %s", "tok-123456")
     assert "tok-123456" not in caplog.text
     assert "[redacted:TOKEN]" in caplog.text
+
+
+def _set_many(directory: str, prefix: str, count: int) -> None:
+    vault = Vault(Path(directory), keyring_service=None)
+    for i in range(count):
+        vault.set(f"{prefix}{i}", f"value-{prefix}-{i}")
+
+
+def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
+    """Two processes setting secrets at once (a hub saving refreshed OAuth tokens while `secrets set` runs): every
+    write survives, because each read-modify-write holds the vault's lock."""
+    import multiprocessing
+
+    Vault(tmp_path / "v", keyring_service=None).set("seed", "value-seed")  # the key exists before they race
+    context = multiprocessing.get_context("spawn")
+    writers = [context.Process(target=_set_many, args=(str(tmp_path / "v"), p, 40)) for p in ("a", "b")]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(60)
+        assert writer.exitcode == 0
+    vault = Vault(tmp_path / "v", keyring_service=None)
+    assert len(vault.list()) == 81
+    assert vault.get("b39") == "value-b-39"

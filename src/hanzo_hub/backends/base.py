@@ -51,6 +51,8 @@ class ConnectContext:
     """A stdio server's stderr log is rotated at this size (0: never)."""
     log_backups: int = 2
     """Rotated stderr logs kept."""
+    oauth: Any = None
+    """A ``backends.oauth.OAuthStore``: the OAuth logins of remote servers (``None``: remote servers get no OAuth)."""
 
 
 class Connector(Protocol):

@@ -9,8 +9,10 @@ import httpx2
 from mcp.client._transport import TransportStreams
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import McpHttpClientFactory
 
 from hanzo_hub.backends.base import ConnectContext
+from hanzo_hub.backends.oauth import authorization, unauthorized_hook
 from hanzo_hub.config import HttpServerSpec, SseServerSpec
 from hanzo_hub.sandbox.vault import expand_secrets
 
@@ -23,12 +25,27 @@ def _headers(spec: HttpServerSpec | SseServerSpec, context: ConnectContext) -> d
     return {name: expand_secrets(value.get_secret_value(), context.secrets) for name, value in spec.headers.items()}
 
 
+def _client_factory(server: str, oauth: httpx2.Auth | None) -> McpHttpClientFactory:
+    """HTTP clients carrying the server's OAuth (a login the hub holds) or, without one, turning a 401 into
+    ``AuthorizationRequired`` with the command that logs in."""
+
+    def factory(
+        headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None, auth: httpx2.Auth | None = None
+    ) -> httpx2.AsyncClient:
+        hooks = {} if oauth is not None else {"response": [unauthorized_hook(server)]}
+        return httpx2.AsyncClient(headers=headers, timeout=timeout, auth=oauth or auth, event_hooks=hooks)
+
+    return factory
+
+
 @asynccontextmanager
 async def connect_streamable(spec: HttpServerSpec, context: ConnectContext) -> AsyncIterator[TransportStreams]:
     """A streamable HTTP transport with the spec's headers; the HTTP client lives as long as the connection."""
     timeout = httpx2.Timeout(context.connect_timeout, read=READ_TIMEOUT)
+    auth = await authorization(spec, context.server, context.oauth, context.secrets)
+    factory = _client_factory(context.server, auth)
     async with (
-        httpx2.AsyncClient(headers=_headers(spec, context), timeout=timeout) as http,
+        factory(headers=_headers(spec, context), timeout=timeout) as http,
         streamable_http_client(spec.url, http_client=http) as streams,
     ):
         yield streams
@@ -37,7 +54,12 @@ async def connect_streamable(spec: HttpServerSpec, context: ConnectContext) -> A
 @asynccontextmanager
 async def connect_sse(spec: SseServerSpec, context: ConnectContext) -> AsyncIterator[TransportStreams]:
     """A legacy HTTP+SSE transport."""
+    auth = await authorization(spec, context.server, context.oauth, context.secrets)
     async with sse_client(
-        spec.url, headers=_headers(spec, context), timeout=context.connect_timeout, sse_read_timeout=READ_TIMEOUT
+        spec.url,
+        headers=_headers(spec, context),
+        timeout=context.connect_timeout,
+        sse_read_timeout=READ_TIMEOUT,
+        httpx_client_factory=_client_factory(context.server, auth),
     ) as streams:
         yield streams

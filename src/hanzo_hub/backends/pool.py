@@ -78,12 +78,14 @@ class BackendPool:
         sandboxes: Mapping[str, Any] | None = None,
         secrets: Mapping[str, str] | None = None,
         redact: Callable[[str], str] | None = None,
+        oauth: Any = None,
     ) -> None:
         self._specs = {name: spec for name, spec in servers.items() if spec.enabled}
         self._local = dict(local_servers or {})
         self._sandboxes = dict(sandboxes or {})
         self._secrets = dict(secrets or {})
         self._redact = redact
+        self._oauth = oauth
         self._settings = settings
         self._log_dir = log_dir
         self._hooks = hooks
@@ -107,6 +109,7 @@ class BackendPool:
                 redact=self._redact,
                 log_max_bytes=self._settings.log_max_bytes,
                 log_backups=self._settings.log_backups,
+                oauth=self._oauth,
             )
             self.supervisors[name] = Supervisor(
                 name, spec, self._settings, context, self._hooks, self._slots, tg, clock=self._clock

@@ -31,7 +31,7 @@ from hanzo_hub.backends.listing import Listing, fetch_listing
 from hanzo_hub.backends.rawchannel import RawChannel
 from hanzo_hub.backends.snapshot import file_key
 from hanzo_hub.config import BackendSettings, ServerSpec
-from hanzo_hub.errors import BackendCrashed, BackendTimeout, BackendUnavailable, SandboxError
+from hanzo_hub.errors import AuthorizationRequired, BackendCrashed, BackendTimeout, BackendUnavailable, SandboxError
 
 logger = logging.getLogger(__name__)
 
@@ -597,4 +597,6 @@ def _describe(exc: BaseException, *, started: bool) -> str:
         return f"answered the handshake with an error: {leaf.error.message}"
     if isinstance(leaf, SandboxError):
         return f"cannot be launched: {leaf}"
+    if isinstance(leaf, AuthorizationRequired):
+        return f"is not authorized ({leaf})"
     return f"failed: {type(leaf).__name__}: {leaf}"

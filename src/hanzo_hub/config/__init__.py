@@ -37,6 +37,7 @@ __all__ = [
     "CatalogSettings",
     "EmbeddingSettings",
     "ExposureSettings",
+    "OAuthClientSpec",
     "OAuthSettings",
     "TokenSpec",
     "HttpServerSpec",
@@ -112,20 +113,46 @@ class StdioServerSpec(_ServerBase):
     cwd: Path | None = None
 
 
-class HttpServerSpec(_ServerBase):
+class OAuthClientSpec(_Model):
+    """How the hub authorizes itself to a remote server with OAuth 2.1 (the MCP authorization spec).
+
+    Nothing here is needed for a server offering dynamic client registration: ``hanzo-hub auth login NAME`` works for
+    any remote server. Set ``client_id`` (and ``client_secret``, ``redirect_port``) for a client registered by hand.
+    """
+
+    client_id: str | None = Field(default=None, min_length=1, description="A pre-registered client (default: DCR).")
+    client_secret: SecretStr | None = Field(default=None, description="Its secret; may be ${vault:NAME}.")
+    scope: str | None = Field(default=None, description="Space-separated scopes (default: what the server asks).")
+    redirect_port: int | None = Field(
+        default=None, ge=1, le=65535, description="Loopback port of the login callback (default: any free port)."
+    )
+    client_name: str = "hanzo-hub"
+
+
+class _RemoteServerBase(_ServerBase):
+    url: str = Field(pattern=r"^https?://")
+    headers: dict[str, SecretStr] = Field(default_factory=dict)
+    oauth: OAuthClientSpec | None = Field(default=None, description="OAuth client settings; true: the defaults.")
+
+    @field_validator("oauth", mode="before")
+    @classmethod
+    def _oauth_shorthand(cls, value: Any) -> Any:
+        """``"oauth": true`` means the defaults, ``false`` none."""
+        if value is True:
+            return {}
+        return None if value is False else value
+
+
+class HttpServerSpec(_RemoteServerBase):
     """A remote server speaking streamable HTTP."""
 
     kind: Literal["http"] = "http"
-    url: str = Field(pattern=r"^https?://")
-    headers: dict[str, SecretStr] = Field(default_factory=dict)
 
 
-class SseServerSpec(_ServerBase):
+class SseServerSpec(_RemoteServerBase):
     """A remote server speaking the legacy HTTP+SSE transport."""
 
     kind: Literal["sse"] = "sse"
-    url: str = Field(pattern=r"^https?://")
-    headers: dict[str, SecretStr] = Field(default_factory=dict)
 
 
 class InprocServerSpec(_ServerBase):

@@ -16,11 +16,21 @@ import time
 import anyio
 
 from hanzo_hub.backends.listing import Listing, fetch_listing
+from hanzo_hub.backends.oauth import OAuthStore
 from hanzo_hub.backends.snapshot import file_key
 from hanzo_hub.catalog.envs import is_installed
 from hanzo_hub.catalog.loader import CatalogEntry
-from hanzo_hub.config import HubSettings, InprocServerSpec, ServerSpec, StdioServerSpec, environment
+from hanzo_hub.config import (
+    HttpServerSpec,
+    HubSettings,
+    InprocServerSpec,
+    ServerSpec,
+    SseServerSpec,
+    StdioServerSpec,
+    environment,
+)
 from hanzo_hub.doctor.report import Check, Status
+from hanzo_hub.errors import VaultError
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.sandbox.vault import SECRET_REF
 
@@ -113,6 +123,7 @@ def _server_check(hub: Hub, name: str, spec: ServerSpec, entry: CatalogEntry | N
         parts.append("in-process")
     else:
         parts.append(spec.url)
+        _oauth_state(hub, name, spec, parts, fails)
     missing = sorted(_secret_refs(spec) - secrets)
     if missing:
         fails.append((f"secret {', '.join(missing)} not in the vault", f"hanzo-hub secrets set {missing[0]}"))
@@ -126,6 +137,23 @@ def _server_check(hub: Hub, name: str, spec: ServerSpec, entry: CatalogEntry | N
             hints = "; ".join(dict.fromkeys(h for _, h in found))
             return Check(f"server:{name}", status, f"{detail}: {what}", hints)
     return Check(f"server:{name}", "ok", detail)
+
+
+def _oauth_state(
+    hub: Hub, name: str, spec: HttpServerSpec | SseServerSpec, parts: list[str], fails: list[tuple[str, str]]
+) -> None:
+    """A remote server's OAuth login: its expiry when there is one; a failure when the config says the server needs
+    one and none is usable. (Without ``oauth`` in the config only ``--probe`` can tell whether the server asks.)"""
+    try:
+        record = OAuthStore(hub.settings.vault_dir, hub.settings.sandbox.keyring_service).load_sync(name)
+    except VaultError as exc:
+        fails.append((f"its OAuth login cannot be read: {exc}", "see the vault check"))
+        return
+    if record is not None and record.usable(spec.url):
+        parts.append(f"OAuth login ({record.summary()})")
+    elif spec.oauth is not None or (record is not None and record.tokens is not None):
+        why = "the OAuth login has expired" if record is not None and record.url == spec.url else "no OAuth login"
+        fails.append((why, f"hanzo-hub auth login {name}"))
 
 
 def check_servers(hub: Hub, secrets: set[str]) -> list[Check]:
@@ -144,6 +172,8 @@ def _probe_failure(hub: Hub, name: str, said: str) -> Check:
         if IN_USE in said:  # the hub's memory store, locked by a hub serving this home: that one is fine
             return Check(label, "warn", said, "a hub is serving this home; stop it to probe this server here")
         return Check(label, "fail", said, "run with --log-level INFO to see the server's traceback")
+    if "hanzo-hub auth login" in said:
+        return Check(label, "fail", said, f"hanzo-hub auth login {name}")
     return Check(label, "fail", said, "is the server up at that URL, and are its headers right?")
 
 

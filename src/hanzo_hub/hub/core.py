@@ -26,6 +26,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from hanzo_hub.backends.base import client_capabilities
 from hanzo_hub.backends.listing import Listing
+from hanzo_hub.backends.oauth import OAuthStore
 from hanzo_hub.backends.pool import BackendPool
 from hanzo_hub.backends.snapshot import SnapshotStore
 from hanzo_hub.catalog.envs import is_installed
@@ -123,6 +124,7 @@ class Hub:
             sandboxes=self.launches,
             secrets=secrets,
             redact=self.guard.redact,
+            oauth=OAuthStore(settings.vault_dir, settings.sandbox.keyring_service),
         )
 
     @classmethod

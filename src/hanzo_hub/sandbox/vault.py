@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -161,9 +162,25 @@ class Vault:
         """
         if not NAME_PATTERN.match(name):
             raise VaultError(f"secret name {name!r} must be letters, digits, '_', '.', '-' (at most 128)")
-        data = self._read()
-        data[name] = self._fernet.encrypt(value.encode()).decode()
-        self._write(data)
+        token = self._fernet.encrypt(value.encode()).decode()
+        with self._locked():
+            data = self._read()
+            data[name] = token
+            self._write(data)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """An exclusive lock on the vault for one read-modify-write, so a hub refreshing OAuth tokens and a
+        ``secrets set`` on the command line never lose each other's change (``flock`` on ``vault.lock``)."""
+        try:
+            fd = os.open(self.directory / "vault.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise VaultError(f"cannot lock {self.directory}: {exc.strerror}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
 
     def get(self, name: str) -> str | None:
         """The secret's value, or ``None`` if unknown.
@@ -185,10 +202,11 @@ class Vault:
 
     def delete(self, name: str) -> bool:
         """Remove a secret; whether it existed."""
-        data = self._read()
-        if data.pop(name, None) is None:
-            return False
-        self._write(data)
+        with self._locked():
+            data = self._read()
+            if data.pop(name, None) is None:
+                return False
+            self._write(data)
         return True
 
     def values(self) -> dict[str, str]:

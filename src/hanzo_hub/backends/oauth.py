@@ -1,0 +1,321 @@
+"""OAuth 2.1 for remote downstream servers (the MCP authorization spec), on the SDK's ``OAuthClientProvider``.
+
+What a login yields (the tokens, their expiry, the client registration and the redirect URI it was registered
+with) is one record per server, kept encrypted in the vault under ``oauth.<server>`` and bound to the server's URL:
+a record made for another URL is never sent. ``hanzo-hub auth login NAME`` (``hub/auth_cli.py``) runs the
+interactive flow and writes the record; serving only reads it and refreshes the tokens, writing the new ones back.
+Serving never opens a browser: a server that answers 401 when the hub holds no usable record, or whose refresh
+fails, fails its calls with :class:`~hanzo_hub.errors.AuthorizationRequired` naming the command to run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
+from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from pydantic import AnyUrl
+
+from hanzo_hub.config import HttpServerSpec, SseServerSpec
+from hanzo_hub.errors import AuthorizationRequired, VaultError
+from hanzo_hub.sandbox.vault import Vault, expand_secrets
+
+__all__ = [
+    "RECORD_PREFIX",
+    "OAuthRecord",
+    "OAuthStore",
+    "RemoteSpec",
+    "VaultTokenStorage",
+    "authorization",
+    "client_metadata",
+    "login_hint",
+    "provider",
+    "record_name",
+    "unauthorized_hook",
+]
+
+logger = logging.getLogger(__name__)
+
+RECORD_PREFIX = "oauth."
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+RemoteSpec = HttpServerSpec | SseServerSpec
+
+
+def record_name(server: str) -> str:
+    """The vault name of ``server``'s record; a name the vault cannot hold as is gets a digest suffix."""
+    safe = _UNSAFE.sub("_", server)[:100]
+    if safe != server:
+        safe = f"{safe}-{hashlib.sha256(server.encode()).hexdigest()[:10]}"
+    return RECORD_PREFIX + safe
+
+
+def login_hint(server: str) -> str:
+    return f"run `hanzo-hub auth login {server}`"
+
+
+@dataclass(frozen=True)
+class OAuthRecord:
+    """What one login holds for one server."""
+
+    url: str
+    tokens: OAuthToken | None = None
+    expires_at: float | None = None
+    """Wall-clock expiry of the access token (``None``: the server gave none)."""
+    client: OAuthClientInformationFull | None = None
+    """The client registration the flow made (dynamic registration); a pre-registered client comes from config."""
+    updated: float = field(default_factory=time.time)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "url": self.url,
+                "tokens": self.tokens.model_dump(mode="json", exclude_none=True) if self.tokens else None,
+                "expires_at": self.expires_at,
+                "client": self.client.model_dump(mode="json", exclude_none=True) if self.client else None,
+                "updated": self.updated,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> OAuthRecord:
+        """Raises ``ValueError`` (``ValidationError`` included) for a record that does not parse."""
+        data = json.loads(text)
+        if not isinstance(data, dict) or not isinstance(data.get("url"), str):
+            raise ValueError("not an OAuth record")
+        tokens, client = data.get("tokens"), data.get("client")
+        return cls(
+            url=data["url"],
+            tokens=OAuthToken.model_validate(tokens) if tokens else None,
+            expires_at=float(data["expires_at"]) if data.get("expires_at") is not None else None,
+            client=OAuthClientInformationFull.model_validate(client) if client else None,
+            updated=float(data.get("updated") or 0.0),
+        )
+
+    def expires_in(self, now: float | None = None) -> float | None:
+        return None if self.expires_at is None else self.expires_at - (time.time() if now is None else now)
+
+    @property
+    def refreshable(self) -> bool:
+        return bool(self.tokens and self.tokens.refresh_token)
+
+    def usable(self, url: str, now: float | None = None) -> bool:
+        """Whether serving ``url`` can use this record: made for that URL, with a token that is unexpired or can
+        be refreshed."""
+        left = self.expires_in(now)
+        return self.url == url and self.tokens is not None and (left is None or left > 0 or self.refreshable)
+
+    def summary(self, now: float | None = None) -> str:
+        """The token's expiry, refreshability and scope, in words."""
+        left = self.expires_in(now)
+        if left is None:
+            parts = ["the token does not expire"]
+        elif left > 0:
+            parts = [f"the token expires in {_duration(left)}"]
+        else:
+            parts = [f"the token expired {_duration(-left)} ago"]
+        parts.append(
+            "refreshed automatically" if self.refreshable else "no refresh token: log in again when it expires"
+        )
+        if self.tokens is not None and self.tokens.scope:
+            parts.append(f"scope {self.tokens.scope}")
+        return ", ".join(parts)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.0f} h"
+    return f"{seconds / 86400:.0f} days"
+
+
+class OAuthStore:
+    """The servers' OAuth records in the vault; the vault is opened on first use, off the event loop."""
+
+    def __init__(self, vault_dir: Path, keyring_service: str | None) -> None:
+        self._dir = vault_dir
+        self._keyring = keyring_service
+        self._vault: Vault | None = None
+
+    def _open(self) -> Vault:
+        if self._vault is None:
+            self._vault = Vault(self._dir, keyring_service=self._keyring)
+        return self._vault
+
+    def load_sync(self, server: str) -> OAuthRecord | None:
+        """``server``'s record; ``None`` when there is none or it does not parse (logged).
+
+        Raises:
+            VaultError: the vault cannot be read.
+        """
+        if not (self._dir / "secrets.json").is_file():
+            return None
+        text = self._open().get(record_name(server))
+        if text is None:
+            return None
+        try:
+            return OAuthRecord.from_json(text)
+        except ValueError:
+            logger.warning("OAuth record of server %s is not readable; ignoring it (%s)", server, login_hint(server))
+            return None
+
+    def save_sync(self, server: str, record: OAuthRecord) -> None:
+        self._open().set(record_name(server), record.to_json())
+
+    def delete_sync(self, server: str) -> bool:
+        if not (self._dir / "secrets.json").is_file():
+            return False
+        return self._open().delete(record_name(server))
+
+    async def load(self, server: str) -> OAuthRecord | None:
+        return await anyio.to_thread.run_sync(self.load_sync, server)
+
+    async def save(self, server: str, record: OAuthRecord) -> None:
+        await anyio.to_thread.run_sync(self.save_sync, server, record)
+
+
+class VaultTokenStorage:
+    """The SDK's ``TokenStorage`` for one server, on its vault record; a configured client wins over a stored one."""
+
+    def __init__(self, store: OAuthStore, server: str, spec: RemoteSpec, secrets: Mapping[str, str]) -> None:
+        self.store = store
+        self.server = server
+        self.url = spec.url
+        self._configured = _configured_client(spec, secrets)
+        self.record: OAuthRecord = OAuthRecord(url=spec.url)
+
+    async def load(self) -> OAuthRecord:
+        """Read the record (one made for another URL counts as none) and keep it."""
+        record = await self.store.load(self.server)
+        self.record = record if record is not None and record.url == self.url else OAuthRecord(url=self.url)
+        return self.record
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.record.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        expires_at = time.time() + tokens.expires_in if tokens.expires_in is not None else None
+        self.record = replace(self.record, tokens=tokens, expires_at=expires_at, updated=time.time())
+        try:
+            await self.store.save(self.server, self.record)
+        except VaultError as exc:  # the tokens still work for this connection; the next start logs in again
+            logger.warning("server %s: new OAuth tokens could not be saved: %s", self.server, exc)
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self._configured or self.record.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.record = replace(self.record, client=client_info, updated=time.time())
+        await self.store.save(self.server, self.record)
+
+
+def _configured_client(spec: RemoteSpec, secrets: Mapping[str, str]) -> OAuthClientInformationFull | None:
+    if spec.oauth is None or spec.oauth.client_id is None:
+        return None
+    secret = spec.oauth.client_secret
+    value = expand_secrets(secret.get_secret_value(), secrets) if secret is not None else None
+    return OAuthClientInformationFull(
+        client_id=spec.oauth.client_id,
+        client_secret=value,
+        token_endpoint_auth_method="client_secret_post" if value else "none",
+        redirect_uris=None,
+    )
+
+
+def client_metadata(spec: RemoteSpec, redirect_uri: str) -> OAuthClientMetadata:
+    """What the hub registers as (dynamic registration) and asks for."""
+    settings = spec.oauth
+    secret = settings is not None and settings.client_secret is not None
+    return OAuthClientMetadata(
+        client_name=settings.client_name if settings else "hanzo-hub",
+        redirect_uris=[AnyUrl(redirect_uri)],
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+        token_endpoint_auth_method="client_secret_post" if secret else "none",
+        scope=settings.scope if settings else None,
+    )
+
+
+class _Provider(OAuthClientProvider):
+    """The SDK's provider, told the stored token's real expiry: it loads stored tokens without one, and would send
+    an expired access token (then start a new authorization on the 401) instead of refreshing it first."""
+
+    def __init__(self, storage: VaultTokenStorage, **kwargs: Any) -> None:
+        super().__init__(storage=storage, **kwargs)
+        self._vault_storage = storage
+
+    async def _initialize(self) -> None:
+        await super()._initialize()
+        if self.context.current_tokens is not None:
+            self.context.token_expiry_time = self._vault_storage.record.expires_at
+
+
+def provider(
+    storage: VaultTokenStorage,
+    spec: RemoteSpec,
+    redirect_uri: str,
+    redirect_handler: Callable[[str], Awaitable[None]],
+    callback_handler: Callable[[], Awaitable[AuthorizationCodeResult]],
+) -> OAuthClientProvider:
+    """An ``httpx2.Auth`` running the MCP authorization flow for ``spec`` with ``storage``."""
+    return _Provider(
+        storage,
+        server_url=spec.url,
+        client_metadata=client_metadata(spec, redirect_uri),
+        redirect_handler=redirect_handler,
+        callback_handler=callback_handler,
+    )
+
+
+def _redirect_uri(storage: VaultTokenStorage) -> str:
+    client = storage.record.client
+    if client is not None and client.redirect_uris:
+        return str(client.redirect_uris[0])
+    return "http://127.0.0.1/callback"  # never used: serving cannot reach the authorization step
+
+
+async def authorization(
+    spec: RemoteSpec, server: str, store: OAuthStore | None, secrets: Mapping[str, str]
+) -> httpx2.Auth | None:
+    """The auth a serving connection to ``spec`` uses: the OAuth provider when the hub holds a login for it, else
+    ``None`` (the connection then gets :func:`unauthorized_hook`). Never interactive."""
+    if store is None or any(name.lower() == "authorization" for name in spec.headers):
+        return None
+    storage = VaultTokenStorage(store, server, spec, secrets)
+    try:
+        record = await storage.load()
+    except VaultError as exc:
+        logger.warning("server %s: OAuth record unreadable: %s", server, exc)
+        return None
+    if record.tokens is None:
+        return None
+
+    async def cannot_prompt(url: str) -> None:
+        raise AuthorizationRequired(f"the server no longer accepts the stored login; {login_hint(server)}")
+
+    async def never() -> AuthorizationCodeResult:  # pragma: no cover - cannot_prompt raises first
+        raise AuthorizationRequired(login_hint(server))
+
+    return provider(storage, spec, _redirect_uri(storage), cannot_prompt, never)
+
+
+def unauthorized_hook(server: str) -> Callable[[httpx2.Response], Awaitable[None]]:
+    """An httpx response hook for a connection without OAuth: a 401 becomes :class:`AuthorizationRequired`."""
+
+    async def hook(response: httpx2.Response) -> None:
+        if response.status_code == 401:
+            raise AuthorizationRequired(f"the server answered HTTP 401; {login_hint(server)}")
+
+    return hook

@@ -1,0 +1,271 @@
+"""OAuth 2.1 to remote servers: a real protected MCP server with its own authorization server in a subprocess
+(``tests/fixtures/oauth_server.py``), the hub's login flow with a loopback callback, and the hub serving with the
+stored tokens: refresh, rotation, revocation, denial, timeouts, and a server that needs a login the hub lacks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client
+
+from hanzo_hub.backends.oauth import OAuthRecord, OAuthStore, record_name
+from hanzo_hub.config import HubSettings
+from hanzo_hub.errors import AuthorizationFailed
+from hanzo_hub.hub.core import Hub
+from hanzo_hub.hub.oauth_login import LoginResult, login
+from hanzo_hub.hub.server import build_server
+from hanzo_hub.sandbox.vault import Vault
+from tests.conftest import REPO, MakeSettings, free_port, inproc, listening_process, text_of
+
+pytestmark = pytest.mark.integration
+
+
+@contextmanager
+def oauth_server(ttl: int = 3600, mode: str = "ok") -> Iterator[str]:
+    """The fixture server in its own process; yields its origin (``http://127.0.0.1:PORT``)."""
+    port = free_port()
+    with listening_process([sys.executable, "-m", "tests.fixtures.oauth_server", str(port), str(ttl), mode], port):
+        yield f"http://127.0.0.1:{port}"
+
+
+PREFIXED = {"prefix": True}
+"""Tool names carry the server's prefix even with one server."""
+
+
+def stats(origin: str) -> dict[str, int]:
+    return dict(httpx2.get(f"{origin}/stats").json())
+
+
+async def browser(url: str) -> None:
+    """The user's browser: follows the authorization server's redirect to the hub's loopback callback."""
+    async with httpx2.AsyncClient(follow_redirects=True, timeout=10) as http:
+        response = await http.get(url)
+    assert response.status_code in (200, 400), response.text
+
+
+async def do_login(settings: HubSettings, server: str = "remote", **kwargs: Any) -> LoginResult:
+    kwargs.setdefault("open_url", browser)
+    kwargs.setdefault("timeout", 20.0)
+    return await login(settings, server, notify=lambda text: None, **kwargs)
+
+
+def stored(settings: HubSettings, server: str = "remote") -> OAuthRecord | None:
+    return OAuthStore(settings.vault_dir, settings.sandbox.keyring_service).load_sync(server)
+
+
+def remote(origin: str, kind: str = "http", **extra: Any) -> dict[str, Any]:
+    path = "/mcp" if kind == "http" else "/sse"
+    return {"type": kind, "url": f"{origin}{path}", **extra}
+
+
+async def call(settings: HubSettings, tool: str, args: dict[str, Any] | None = None) -> tuple[bool, str]:
+    async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
+        await client.list_tools()  # waits for the first start (there is no snapshot yet)
+        result = await client.call_tool(tool, args or {})
+    return bool(result.is_error), text_of(result)
+
+
+async def test_login_then_serving_uses_the_stored_tokens(make_settings: MakeSettings) -> None:
+    with oauth_server() as origin:
+        settings = make_settings({"remote": remote(origin)}, exposure=PREFIXED)
+        result = await do_login(settings)
+        assert result.tools == 2
+        assert result.registered
+        record = stored(settings)
+        assert record is not None
+        assert record.tokens is not None
+        assert record.refreshable
+        assert record.url == f"{origin}/mcp"
+        assert record.client is not None
+        # encrypted at rest, under the server's record name, never in plain text
+        raw = (settings.vault_dir / "secrets.json").read_text()
+        assert record_name("remote") in json.loads(raw)
+        assert record.tokens.access_token not in raw
+
+        failed, text = await call(settings, "remote__whoami")
+        assert not failed
+        assert text == f"alice via {record.client.client_id}"
+        counts = stats(origin)
+        assert (counts["registrations"], counts["code_exchanges"], counts["refreshes"]) == (1, 1, 0)
+
+
+async def test_an_expired_token_is_refreshed_and_the_rotated_tokens_are_kept(make_settings: MakeSettings) -> None:
+    with oauth_server(ttl=2) as origin:
+        settings = make_settings({"remote": remote(origin)}, exposure=PREFIXED)
+        await do_login(settings)
+        first = stored(settings)
+        assert first is not None
+        assert first.tokens is not None
+        await anyio.sleep(2.5)  # the access token has expired
+        failed, text = await call(settings, "remote__add", {"a": 2, "b": 3})
+        assert (failed, text) == (False, "5")
+        second = stored(settings)
+        assert second is not None
+        assert second.tokens is not None
+        assert second.tokens.access_token != first.tokens.access_token
+        assert second.tokens.refresh_token != first.tokens.refresh_token  # the server rotates refresh tokens
+        assert stats(origin)["refreshes"] == 1
+        # the old refresh token is spent at the server: a second refresh works only because the new one was saved
+        await anyio.sleep(2.5)
+        failed, text = await call(settings, "remote__add", {"a": 1, "b": 1})
+        assert (failed, text) == (False, "2")
+        assert stats(origin)["refreshes"] == 2
+        assert stats(origin)["code_exchanges"] == 1
+
+
+async def test_a_server_asking_for_a_login_the_hub_lacks_fails_alone(make_settings: MakeSettings) -> None:
+    with oauth_server() as origin:
+        settings = make_settings({"remote": remote(origin), "local": inproc("alpha")})
+        async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            fine = await client.call_tool("local__echo", {"text": "still here"})
+        assert names
+        assert all(name.startswith("local__") for name in names)
+        assert text_of(fine) == "still here"
+        reason = hub.pool.get("remote").last_error or ""
+        assert "HTTP 401" in reason
+        assert "hanzo-hub auth login remote" in reason
+        assert stats(origin)["registrations"] == 0  # serving never registers a client or starts a flow
+
+
+async def test_a_revoked_grant_asks_for_a_new_login(make_settings: MakeSettings) -> None:
+    with oauth_server() as origin:
+        settings = make_settings({"remote": remote(origin)}, exposure=PREFIXED)
+        await do_login(settings)
+        assert (await call(settings, "remote__whoami"))[0] is False  # listed once: the hub keeps a snapshot
+        httpx2.post(f"{origin}/forget")  # the server drops every token it issued
+        failed, text = await call(settings, "remote__whoami")
+        assert failed
+        assert "no longer accepts the stored login" in text
+        assert "hanzo-hub auth login remote" in text
+        assert stats(origin)["authorizations"] == 1
+        await do_login(settings)  # logging in again mends it, with the same client registration
+        failed, text = await call(settings, "remote__whoami")
+        assert not failed
+        assert text.startswith("alice via ")
+        assert stats(origin)["registrations"] == 1
+        assert stats(origin)["authorizations"] == 2
+
+
+async def test_a_denied_login_says_why_and_stores_no_tokens(make_settings: MakeSettings) -> None:
+    with oauth_server(mode="deny") as origin:
+        settings = make_settings({"remote": remote(origin)}, exposure=PREFIXED)
+        with pytest.raises(AuthorizationFailed, match="access_denied: the user said no"):
+            await do_login(settings)
+        record = stored(settings)
+        assert record is None or record.tokens is None
+
+
+async def test_a_login_nobody_completes_times_out(make_settings: MakeSettings) -> None:
+    async def nobody(url: str) -> None:
+        return None
+
+    with oauth_server() as origin:
+        settings = make_settings({"remote": remote(origin)}, exposure=PREFIXED)
+        with anyio.fail_after(20):
+            with pytest.raises(AuthorizationFailed, match="no authorization arrived within 1 s"):
+                await do_login(settings, open_url=nobody, timeout=1.0)
+
+
+async def test_oauth_over_legacy_sse(make_settings: MakeSettings) -> None:
+    with oauth_server(mode="sse") as origin:
+        settings = make_settings({"old": remote(origin, "sse")}, exposure=PREFIXED)
+        result = await do_login(settings, "old")
+        assert result.tools == 2
+        assert result.record is not None
+        failed, text = await call(settings, "old__whoami")
+        assert not failed
+        assert text.startswith("alice via ")
+
+
+async def test_a_login_for_another_url_is_never_sent(make_settings: MakeSettings) -> None:
+    with oauth_server() as first, oauth_server() as second:
+        settings = make_settings({"remote": remote(first)})
+        await do_login(settings)
+        moved = make_settings({"remote": remote(second), "local": inproc("alpha")})  # same name and home
+        async with Hub.open(moved) as hub, Client(build_server(hub)) as client:
+            await client.list_tools()
+        assert "HTTP 401" in (hub.pool.get("remote").last_error or "")
+        assert stats(second)["registrations"] == 0
+        assert stats(first)["code_exchanges"] == 1
+
+
+def _cli(settings: HubSettings, *args: str) -> list[str]:
+    assert settings.config_file is not None
+    base = [sys.executable, "-m", "hanzo_hub", "auth", *args]
+    return [*base, "--config", str(settings.config_file), "--home", str(settings.home)]
+
+
+def test_the_auth_commands_log_in_report_and_log_out(make_settings: MakeSettings, tmp_path: Path) -> None:
+    with oauth_server() as origin:
+        settings = make_settings({"remote": remote(origin), "local": inproc("alpha")})
+        proc = subprocess.Popen(
+            _cli(settings, "login", "remote", "--no-browser", "--timeout", "30"),
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stderr is not None
+        url = ""
+        for line in proc.stderr:
+            if line.strip().startswith(f"{origin}/authorize?"):
+                url = line.strip()
+                break
+        assert url, "the command printed no authorization URL"
+        anyio.run(browser, url)
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
+        assert out.startswith("logged in to 'remote': 2 tools; the token expires in 60 min, refreshed automatically")
+
+        status = subprocess.run(
+            _cli(settings, "status", "--json"), cwd=REPO, capture_output=True, text=True, check=True
+        )
+        rows = {row["server"]: row for row in json.loads(status.stdout)["servers"]}
+        assert set(rows) == {"remote"}  # only remote servers
+        assert rows["remote"]["state"] == "logged-in"
+        assert rows["remote"]["refreshable"]
+        assert rows["remote"]["scope"] == "mcp"
+
+        gone = subprocess.run(_cli(settings, "logout", "remote"), cwd=REPO, capture_output=True, text=True, check=True)
+        assert gone.stdout.startswith("forgot the login to 'remote'")
+        status = subprocess.run(_cli(settings, "status"), cwd=REPO, capture_output=True, text=True, check=True)
+        assert status.stdout.startswith("none       remote")
+        wrong = subprocess.run(_cli(settings, "login", "local"), cwd=REPO, capture_output=True, text=True)
+        assert wrong.returncode == 2
+        assert "OAuth applies to remote (http, sse) servers" in wrong.stderr
+        assert Vault(settings.vault_dir, keyring_service=None).list() == []
+
+
+def test_the_doctor_reports_oauth_logins(make_settings: MakeSettings) -> None:
+    from tests.test_cli_doctor import doctor
+
+    with oauth_server() as origin:
+        settings = make_settings({"remote": remote(origin, oauth=True), "open": remote(origin)})
+        code, checks, _ = doctor(settings, "--probe", "--timeout", "10")
+        assert code == 1
+        assert checks["server:remote"]["status"] == "fail"
+        assert checks["server:remote"]["detail"].endswith("no OAuth login")
+        assert checks["server:remote"]["hint"] == "hanzo-hub auth login remote"
+        # without `oauth` in its config only the probe can tell that a server asks for a login
+        assert checks["server:open"]["status"] == "ok"
+        assert checks["probe:open"]["status"] == "fail"
+        assert "HTTP 401" in checks["probe:open"]["detail"]
+        assert checks["probe:open"]["hint"] == "hanzo-hub auth login open"
+
+        anyio.run(lambda: do_login(settings))
+        code, checks, _ = doctor(settings, "--probe", "--timeout", "10")
+        assert checks["server:remote"]["status"] == "ok"
+        detail = checks["server:remote"]["detail"]
+        assert "OAuth login (the token expires in 60 min, refreshed automatically, scope mcp)" in detail
+        assert checks["probe:remote"]["status"] == "ok"
+        assert checks["probe:remote"]["detail"].startswith("2 tools")
