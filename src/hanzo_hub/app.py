@@ -1,5 +1,5 @@
-"""The HTTP application: ``/mcp``, ``/v1/chat/completions`` and ``/healthz`` under one lifespan that runs the hub,
-and its server loop.
+"""The HTTP application: ``/mcp``, ``/v1/chat/completions``, ``/metrics`` and ``/healthz`` under one lifespan that
+runs the hub, and its server loop.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.heap import freeze_startup_heap
 from hanzo_hub.hub.server import build_server
 from hanzo_hub.transports.http import check_bind, mcp_app
+from hanzo_hub.transports.metrics_http import metrics_routes
 from hanzo_hub.transports.openai_http import openai_routes
 
 logger = logging.getLogger(__name__)
@@ -32,6 +33,8 @@ def build_app(settings: HubSettings) -> Starlette:
     server = build_server(hub)
     scopes = list(settings.auth.oauth.required_scopes) if settings.auth.oauth else []
     extra = openai_routes(hub.llm, settings.user, auth=settings.auth.enabled, scopes=scopes)
+    if settings.http.metrics:
+        extra += metrics_routes(hub.metrics.registry, auth=settings.auth.enabled, scopes=scopes)
     inner = mcp_app(server, settings.http, settings.auth, routes=extra)
 
     @contextlib.asynccontextmanager

@@ -18,6 +18,7 @@ import anyio
 import anyio.abc
 
 from hanzo_hub.backends.base import ConnectContext
+from hanzo_hub.backends.metrics import NO_METRICS, BackendMetrics
 from hanzo_hub.backends.supervisor import STOP_GRACE, State, Supervisor, SupervisorHooks
 from hanzo_hub.config import BackendSettings, ServerSpec
 from hanzo_hub.errors import BackendError, HubError
@@ -79,6 +80,7 @@ class BackendPool:
         secrets: Mapping[str, str] | None = None,
         redact: Callable[[str], str] | None = None,
         oauth: Any = None,
+        metrics: BackendMetrics | None = None,
     ) -> None:
         self._specs = {name: spec for name, spec in servers.items() if spec.enabled}
         self._local = dict(local_servers or {})
@@ -86,6 +88,7 @@ class BackendPool:
         self._secrets = dict(secrets or {})
         self._redact = redact
         self._oauth = oauth
+        self._metrics = metrics
         self._settings = settings
         self._log_dir = log_dir
         self._hooks = hooks
@@ -111,8 +114,9 @@ class BackendPool:
                 log_backups=self._settings.log_backups,
                 oauth=self._oauth,
             )
+            bound = self._metrics.server(name) if self._metrics is not None else NO_METRICS
             self.supervisors[name] = Supervisor(
-                name, spec, self._settings, context, self._hooks, self._slots, tg, clock=self._clock
+                name, spec, self._settings, context, self._hooks, self._slots, tg, clock=self._clock, metrics=bound
             )
         if self._settings.idle_timeout > 0:
             tg.start_soon(self._reap_idle)

@@ -27,11 +27,13 @@ from mcp.shared.subscriptions import ResourceUpdated
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from hanzo_hub.backends.base import ConnectContext, build_target, watched
+from hanzo_hub.backends.failures import describe_failure
 from hanzo_hub.backends.listing import Listing, fetch_listing
+from hanzo_hub.backends.metrics import NO_METRICS, ServerMetrics
 from hanzo_hub.backends.rawchannel import RawChannel
 from hanzo_hub.backends.snapshot import file_key
 from hanzo_hub.config import BackendSettings, ServerSpec
-from hanzo_hub.errors import AuthorizationRequired, BackendCrashed, BackendTimeout, BackendUnavailable, SandboxError
+from hanzo_hub.errors import BackendCrashed, BackendTimeout, BackendUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -106,8 +108,10 @@ class Supervisor:
         slots: Slots,
         task_group: anyio.abc.TaskGroup,
         clock: Callable[[], float] = time.monotonic,
+        metrics: ServerMetrics = NO_METRICS,
     ) -> None:
         self.name = name
+        self.metrics = metrics
         self.spec = spec
         self._settings = settings
         self._context = context
@@ -168,24 +172,31 @@ class Supervisor:
             MCPError: the server answered with a protocol error (passed through).
         """
         deadline = timeout or self.call_timeout
-        # ``use()`` inlined: this runs for every call, and a generator-based context manager costs more than the rest
-        client = self._client if self.state is State.RUNNING else None
-        if client is None:
-            client = await self.ensure()
-        self.in_flight += 1
+        began = time.perf_counter()
         try:
-            ended = self._ended  # this connection's, captured before a restart could replace it
+            # ``use()`` inlined: this runs for every call, and a generator-based context manager costs more than the
+            # rest
+            client = self._client if self.state is State.RUNNING else None
+            if client is None:
+                client = await self.ensure()
+            self.in_flight += 1
             try:
-                with anyio.fail_after(deadline):
-                    result = await op(client)
-            except TimeoutError:
-                raise BackendTimeout(self.name, f"did not answer within {deadline:g} s") from None
-            except MCPError as exc:
-                if exc.code == types.CONNECTION_CLOSED:
-                    raise await self._lost(ended) from None
-                raise
-        finally:
-            self._done()
+                ended = self._ended  # this connection's, captured before a restart could replace it
+                try:
+                    with anyio.fail_after(deadline):
+                        result = await op(client)
+                except TimeoutError:
+                    raise BackendTimeout(self.name, f"did not answer within {deadline:g} s") from None
+                except MCPError as exc:
+                    if exc.code == types.CONNECTION_CLOSED:
+                        raise await self._lost(ended) from None
+                    raise
+            finally:
+                self._done()
+        except BaseException as exc:
+            self.metrics.failed(exc, time.perf_counter() - began)
+            raise
+        self.metrics.record("ok", time.perf_counter() - began)
         self.failures = 0
         return result
 
@@ -208,14 +219,21 @@ class Supervisor:
             return None
         self.in_flight += 1
         ended = self._ended
+        began = time.perf_counter()
         try:
             answer = await channel.request_text(method, params, timeout=timeout)
         except MCPError as exc:
-            if exc.code == types.CONNECTION_CLOSED:
-                raise await self._lost(ended) from None
+            failure = await self._lost(ended) if exc.code == types.CONNECTION_CLOSED else exc
+            self.metrics.failed(failure, time.perf_counter() - began)
+            if failure is exc:
+                raise
+            raise failure from None
+        except BaseException as exc:
+            self.metrics.failed(exc, time.perf_counter() - began)
             raise
         finally:
             self._done()
+        self.metrics.record("ok", time.perf_counter() - began)
         self.failures = 0
         return answer
 
@@ -370,7 +388,7 @@ class Supervisor:
             elif lost.is_set() and not self._stop.is_set():
                 self._record_failure(f"exited unexpectedly{self._log_hint()}")
         except Exception as exc:  # task boundary: a broken downstream must never take the hub down
-            reason = _describe(exc, started=attempt.ready.is_set())
+            reason = describe_failure(exc, started=attempt.ready.is_set())
             self._record_failure(f"{reason}{self._log_hint()}")
             attempt.error = exc
         finally:
@@ -575,28 +593,3 @@ async def _watchdog(scope: anyio.CancelScope, ready: anyio.Event, timeout: float
 async def _set_when(event: anyio.Event, scope: anyio.CancelScope) -> None:
     await event.wait()
     scope.cancel()
-
-
-def _leaf(exc: BaseException) -> BaseException:
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
-
-
-def _describe(exc: BaseException, *, started: bool) -> str:
-    leaf = _leaf(exc)
-    if isinstance(leaf, TimeoutError):
-        return "did not complete its handshake in time" if not started else "timed out"
-    if isinstance(leaf, FileNotFoundError):
-        return f"cannot be launched: command not found ({leaf.filename or leaf})"
-    if isinstance(leaf, PermissionError):
-        return f"cannot be launched: permission denied ({leaf.filename or leaf})"
-    if isinstance(leaf, MCPError) and leaf.code == types.CONNECTION_CLOSED:
-        return "exited during the handshake" if not started else "closed its connection"
-    if isinstance(leaf, MCPError):
-        return f"answered the handshake with an error: {leaf.error.message}"
-    if isinstance(leaf, SandboxError):
-        return f"cannot be launched: {leaf}"
-    if isinstance(leaf, AuthorizationRequired):
-        return f"is not authorized ({leaf})"
-    return f"failed: {type(leaf).__name__}: {leaf}"

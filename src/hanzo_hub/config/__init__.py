@@ -204,6 +204,7 @@ class HttpSettings(_Model):
     allowed_origins: tuple[str, ...] = ()
     max_body_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
     max_sessions: int = Field(default=1000, gt=0)
+    metrics: bool = Field(default=True, description="Serve Prometheus metrics at /metrics (behind the same auth).")
 
 
 class TokenSpec(_Model):

@@ -26,6 +26,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from hanzo_hub.backends.base import client_capabilities
 from hanzo_hub.backends.listing import Listing
+from hanzo_hub.backends.metrics import BackendMetrics, PoolCollector
 from hanzo_hub.backends.oauth import OAuthStore
 from hanzo_hub.backends.pool import BackendPool
 from hanzo_hub.backends.snapshot import SnapshotStore
@@ -115,6 +116,7 @@ class Hub:
         self._discovered = anyio.Event()
         self.sandboxes = Backends(settings.sandbox)
         self.launches = server_sandboxes(settings, servers, entries, self.sandboxes)
+        self.metrics = BackendMetrics()
         self.pool = BackendPool(
             servers,
             settings.backends,
@@ -125,7 +127,9 @@ class Hub:
             secrets=secrets,
             redact=self.guard.redact,
             oauth=OAuthStore(settings.vault_dir, settings.sandbox.keyring_service),
+            metrics=self.metrics,
         )
+        self.metrics.registry.register(PoolCollector(self.pool.status, lambda: len(self.registry.tools())))
 
     @classmethod
     @asynccontextmanager
