@@ -145,7 +145,7 @@ async def test_a_revoked_grant_asks_for_a_new_login(make_settings: MakeSettings)
         httpx2.post(f"{origin}/forget")  # the server drops every token it issued
         failed, text = await call(settings, "remote__whoami")
         assert failed
-        assert "no longer accepts the stored login" in text
+        assert "no longer accepts the stored login and refused its refresh (HTTP 400)" in text
         assert "hanzo-hub auth login remote" in text
         assert stats(origin)["authorizations"] == 1
         await do_login(settings)  # logging in again mends it, with the same client registration
@@ -154,6 +154,22 @@ async def test_a_revoked_grant_asks_for_a_new_login(make_settings: MakeSettings)
         assert text.startswith("alice via ")
         assert stats(origin)["registrations"] == 1
         assert stats(origin)["authorizations"] == 2
+
+
+async def test_a_rejected_access_token_is_refreshed_before_giving_up(make_settings: MakeSettings) -> None:
+    with oauth_server() as origin:
+        settings = make_settings({"remote": remote(origin)}, exposure=PREFIXED)
+        await do_login(settings)
+        assert (await call(settings, "remote__whoami"))[0] is False
+        httpx2.post(f"{origin}/forget?keep_refresh=1")  # the access token dies early; the grant lives on
+        failed, text = await call(settings, "remote__whoami")
+        assert not failed
+        assert text.startswith("alice via ")
+        counts = stats(origin)
+        assert (counts["refreshes"], counts["authorizations"], counts["registrations"]) == (1, 1, 1)
+        record = stored(settings)
+        assert record is not None
+        assert record.refreshable  # the rotated refresh token was kept for the next time
 
 
 async def test_a_denied_login_says_why_and_stores_no_tokens(make_settings: MakeSettings) -> None:

@@ -262,6 +262,34 @@ class _Provider(OAuthClientProvider):
             self.context.token_expiry_time = self._vault_storage.record.expires_at
 
 
+class _ServingProvider(_Provider):
+    """The provider a serving connection uses. Where the SDK would start a new authorization (a 401 to a token the
+    hub held), it tries the refresh token once instead (a server that dropped its access tokens, or revoked one
+    early, usually still honours the refresh token); where that is not possible or is refused, it raises
+    :class:`AuthorizationRequired` naming the login command. It never sends anyone to a browser."""
+
+    def __init__(self, storage: VaultTokenStorage, server: str, **kwargs: Any) -> None:
+        super().__init__(storage, **kwargs)
+        self._server = server
+        self._refreshed_on_401 = False
+
+    async def _perform_authorization(self) -> httpx2.Request:
+        tokens = self.context.current_tokens
+        if tokens is not None and tokens.refresh_token and self.context.client_info and not self._refreshed_on_401:
+            self._refreshed_on_401 = True
+            return await self._refresh_token()
+        raise AuthorizationRequired(f"the server no longer accepts the stored login; {login_hint(self._server)}")
+
+    async def _handle_token_response(self, response: httpx2.Response) -> None:
+        # The only token request a serving connection makes here is the refresh above: handled as a refresh, so a
+        # server that does not rotate refresh tokens (and omits it from the answer) keeps the one the hub has.
+        if not await self._handle_refresh_response(response):
+            raise AuthorizationRequired(
+                f"the server no longer accepts the stored login and refused its refresh (HTTP "
+                f"{response.status_code}); {login_hint(self._server)}"
+            )
+
+
 def provider(
     storage: VaultTokenStorage,
     spec: RemoteSpec,
@@ -269,7 +297,7 @@ def provider(
     redirect_handler: Callable[[str], Awaitable[None]],
     callback_handler: Callable[[], Awaitable[AuthorizationCodeResult]],
 ) -> OAuthClientProvider:
-    """An ``httpx2.Auth`` running the MCP authorization flow for ``spec`` with ``storage``."""
+    """An ``httpx2.Auth`` running the interactive MCP authorization flow for ``spec`` with ``storage`` (a login)."""
     return _Provider(
         storage,
         server_url=spec.url,
@@ -283,7 +311,7 @@ def _redirect_uri(storage: VaultTokenStorage) -> str:
     client = storage.record.client
     if client is not None and client.redirect_uris:
         return str(client.redirect_uris[0])
-    return "http://127.0.0.1/callback"  # never used: serving cannot reach the authorization step
+    return "http://127.0.0.1/callback"  # never used: serving never authorizes anew
 
 
 async def authorization(
@@ -301,14 +329,9 @@ async def authorization(
         return None
     if record.tokens is None:
         return None
-
-    async def cannot_prompt(url: str) -> None:
-        raise AuthorizationRequired(f"the server no longer accepts the stored login; {login_hint(server)}")
-
-    async def never() -> AuthorizationCodeResult:  # pragma: no cover - cannot_prompt raises first
-        raise AuthorizationRequired(login_hint(server))
-
-    return provider(storage, spec, _redirect_uri(storage), cannot_prompt, never)
+    return _ServingProvider(
+        storage, server, server_url=spec.url, client_metadata=client_metadata(spec, _redirect_uri(storage))
+    )
 
 
 def unauthorized_hook(server: str) -> Callable[[httpx2.Response], Awaitable[None]]:
