@@ -90,3 +90,39 @@ async def test_error_patterns_mark_plain_text_failures_as_errors(make_settings: 
 def test_a_bad_error_pattern_is_a_clear_config_error(make_settings: MakeSettings) -> None:
     with pytest.raises(ConfigError, match="not a regular expression"):
         make_settings({"alpha": inproc("alpha", error_patterns=["(unclosed"])})
+
+
+@pytest.mark.anyio
+async def test_allow_and_deny_patterns_limit_what_a_server_exposes(
+    make_settings: MakeSettings, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = make_settings(
+        {
+            "alpha": inproc("alpha", tools={"allow": ["e*", "a??", "sleep*"], "deny": ["sleep_*"]}),
+            "beta": inproc("beta", tools={"deny": ["*"]}),
+            "gamma": inproc("gamma", tools={"allow": ["no_such_tool*"]}),
+        }
+    )
+    async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        echoed = await client.call_tool("alpha__echo", {"text": "kept"})
+        with pytest.raises(MCPError, match="alpha__fail"):
+            await client.call_tool("alpha__fail", {"reason": "filtered out"})  # listed nowhere, callable nowhere
+    alpha = {n.removeprefix("alpha__") for n in names if n.startswith("alpha__")}
+    assert alpha == {"echo", "embedded", "add", "sleep"}  # "sleep_marked" matches allow and deny: deny wins
+    assert not [n for n in names if n.startswith(("beta__", "gamma__"))]
+    assert text_of(echoed) == "kept"
+    assert "server gamma: no tool matches its allow patterns ['no_such_tool*']" in caplog.text
+
+
+def test_tool_patterns_are_validated_and_reach_catalog_servers(make_settings: MakeSettings, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="a tool pattern must not be empty"):
+        make_settings({"alpha": inproc("alpha", tools={"allow": [" "]})})
+    settings = HubSettings(
+        home=tmp_path / "home",
+        catalog={"enabled": ["redis"], "overrides": {"redis": {"tools": {"allow": ["get", "set"]}}}},
+    )
+    spec = catalog_specs(settings)["redis"]
+    assert spec.tools is not None
+    assert spec.tools.admits("get")
+    assert not spec.tools.admits("hset")

@@ -268,6 +268,7 @@ def entry_spec(settings: HubSettings, entry: CatalogEntry) -> StdioServerSpec:
             name: ToolOverrideSpec(hidden=fix.hidden, rename=fix.rename, description=fix.description)
             for name, fix in entry.meta.tool_overrides.items()
         },
+        tools=override.tools if override is not None else None,
     )
 
 

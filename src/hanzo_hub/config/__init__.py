@@ -8,6 +8,7 @@ already have: Claude Desktop's ``mcpServers`` and VS Code's ``servers``.
 
 from __future__ import annotations
 
+import fnmatch
 import getpass
 import json
 import os
@@ -38,6 +39,7 @@ __all__ = [
     "EmbeddingSettings",
     "ExposureSettings",
     "OAuthClientSpec",
+    "ToolFilterSpec",
     "OAuthSettings",
     "TokenSpec",
     "HttpServerSpec",
@@ -71,6 +73,28 @@ class ToolOverrideSpec(_Model):
     description: str | None = None
 
 
+class ToolFilterSpec(_Model):
+    """Which of a server's tools the hub exposes, by shell-style patterns of the server's own tool names
+    (``fnmatch``, case-sensitive): with ``allow``, only tools matching one of its patterns; then none matching
+    ``deny``. A tool filtered out is neither listed nor callable."""
+
+    allow: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+
+    @field_validator("allow", "deny")
+    @classmethod
+    def _patterns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if any(not pattern.strip() for pattern in value):
+            raise ValueError("a tool pattern must not be empty")
+        return value
+
+    def admits(self, name: str) -> bool:
+        """Whether the tool ``name`` passes the filter."""
+        if self.allow and not any(fnmatch.fnmatchcase(name, p) for p in self.allow):
+            return False
+        return not any(fnmatch.fnmatchcase(name, p) for p in self.deny)
+
+
 class _ServerBase(_Model):
     alias: str | None = Field(
         default=None, description="Short prefix for exposed names (letters, digits, '-'; at most 24 characters)."
@@ -81,6 +105,7 @@ class _ServerBase(_Model):
     tool_overrides: dict[str, ToolOverrideSpec] = Field(
         default_factory=dict, description="Per tool (the server's own name): hide, rename or re-describe it."
     )
+    tools: ToolFilterSpec | None = Field(default=None, description="Expose only some tools: allow/deny patterns.")
     error_patterns: tuple[str, ...] = Field(
         default=(), description="Regexes matched from the start of a result's text: a match marks it isError."
     )
@@ -338,6 +363,7 @@ class CatalogOverrideSpec(_Model):
     args: tuple[str, ...] | None = Field(default=None, description="Replaces the manifest's launch arguments.")
     extra_args: tuple[str, ...] = Field(default=(), description="Appended to the (possibly replaced) arguments.")
     env: dict[str, str] = Field(default_factory=dict, description="Merged over the manifest's launch environment.")
+    tools: ToolFilterSpec | None = Field(default=None, description="Expose only some tools: allow/deny patterns.")
 
     @model_validator(mode="after")
     def _templates(self) -> CatalogOverrideSpec:

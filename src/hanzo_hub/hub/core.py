@@ -96,7 +96,8 @@ class Hub:
         aliases = assign_aliases(servers, {name: spec.alias for name, spec in servers.items()})
         overrides = {name: spec.tool_overrides for name, spec in servers.items()}
         prefixed = prefixed_servers(settings.exposure.prefix, servers, own=local.keys())
-        self.registry = Registry(servers, aliases, prefix=prefixed, overrides=overrides)
+        filters = {name: spec.tools for name, spec in servers.items()}
+        self.registry = Registry(servers, aliases, prefix=prefixed, overrides=overrides, filters=filters)
         self.snapshots = SnapshotStore(settings.snapshot_dir)
         self.notifier = ChangeNotifier()
         self._background: list[Callable[[], Coroutine[Any, Any, None]]] = []

@@ -5,8 +5,9 @@ prefixes are off, the first server (in configuration order) wins a name both ser
 logged; with prefixes on, names cannot collide. Prefixing is decided per server: ``exposure.prefix: "auto"`` leaves a
 single downstream unprefixed while the hub's own servers (memory, llm) keep their prefixes.
 
-A server's ``tool_overrides`` (from its spec, or its catalog manifest's ``toolOverrides``) are applied here, before
-prefixing: a hidden tool is neither listed nor callable, a renamed one is exposed (and called) under its new name and
+A server's ``tools`` filter (allow/deny patterns of its own tool names) and ``tool_overrides`` (from its spec, or its
+catalog manifest's ``toolOverrides``) are applied here, before prefixing: a filtered or hidden tool is neither
+listed nor callable, a renamed one is exposed (and called) under its new name and
 forwarded under its own, and a description fix replaces the server's text.
 """
 
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 import mcp_types as types
 
 from hanzo_hub.backends.listing import Listing
-from hanzo_hub.config import ToolOverrideSpec
+from hanzo_hub.config import ToolFilterSpec, ToolOverrideSpec
 from hanzo_hub.errors import PromptNotFound, ResourceNotFound, ToolNotFound
 from hanzo_hub.hub.naming import expose_name, expose_uri, split_uri
 
@@ -46,14 +47,17 @@ class _View:
 
 
 def apply_overrides(
-    tools: Iterable[types.Tool], overrides: Mapping[str, ToolOverrideSpec]
+    tools: Iterable[types.Tool], overrides: Mapping[str, ToolOverrideSpec], keep: ToolFilterSpec | None = None
 ) -> list[tuple[str, types.Tool]]:
-    """``(server's own name, tool as exposed)`` after ``overrides``: hidden ones dropped, renames, descriptions set.
+    """``(server's own name, tool as exposed)`` after ``keep`` (the server's allow/deny patterns) and ``overrides``:
+    filtered and hidden ones dropped, renames, descriptions set.
 
     The server's own name stays readable in ``_meta["dev.hanzo-hub/original-name"]`` of a renamed tool.
     """
     out = []
     for tool in tools:
+        if keep is not None and not keep.admits(tool.name):
+            continue
         fix = overrides.get(tool.name)
         if fix is None:
             out.append((tool.name, tool))
@@ -83,9 +87,11 @@ class Registry:
         *,
         prefix: bool | Iterable[str],
         overrides: Mapping[str, Mapping[str, ToolOverrideSpec]] | None = None,
+        filters: Mapping[str, ToolFilterSpec | None] | None = None,
     ) -> None:
         self._order = list(servers)
         self._overrides = {name: dict(fixes) for name, fixes in (overrides or {}).items() if fixes}
+        self._filters = {name: keep for name, keep in (filters or {}).items() if keep is not None}
         self._aliases = dict(aliases)
         self._by_alias = {alias: name for name, alias in self._aliases.items()}
         self._prefixed = frozenset(self._order if prefix is True else () if prefix is False else prefix)
@@ -124,7 +130,10 @@ class Registry:
 
     def _expose(self, server: str, listing: Listing) -> _View:
         prefix = self._aliases[server] if server in self._prefixed else None
-        pairs = apply_overrides(listing.tools, self._overrides.get(server, {}))
+        keep = self._filters.get(server)
+        pairs = apply_overrides(listing.tools, self._overrides.get(server, {}), keep)
+        if keep is not None and keep.allow and listing.tools and not pairs:
+            logger.warning("server %s: no tool matches its allow patterns %s", server, list(keep.allow))
         return _View(
             tools=tuple(t.model_copy(update={"name": expose_name(t.name, prefix)}) for _, t in pairs),
             tool_names=tuple(own for own, _ in pairs),
