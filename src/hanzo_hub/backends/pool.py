@@ -21,7 +21,7 @@ from hanzo_hub.backends.base import ConnectContext
 from hanzo_hub.backends.metrics import NO_METRICS, BackendMetrics
 from hanzo_hub.backends.supervisor import STOP_GRACE, State, Supervisor, SupervisorHooks
 from hanzo_hub.config import BackendSettings, ServerSpec
-from hanzo_hub.errors import BackendError, HubError
+from hanzo_hub.errors import BackendError, BackendUnavailable, HubError
 
 logger = logging.getLogger(__name__)
 
@@ -102,22 +102,7 @@ class BackendPool:
         await tg.__aenter__()
         self._tg = tg
         for name, spec in self._specs.items():
-            context = ConnectContext(
-                server=name,
-                log_dir=self._log_dir,
-                connect_timeout=self._settings.connect_timeout,
-                local=self._local.get(name),
-                sandbox=self._sandboxes.get(name),
-                secrets=self._secrets,
-                redact=self._redact,
-                log_max_bytes=self._settings.log_max_bytes,
-                log_backups=self._settings.log_backups,
-                oauth=self._oauth,
-            )
-            bound = self._metrics.server(name) if self._metrics is not None else NO_METRICS
-            self.supervisors[name] = Supervisor(
-                name, spec, self._settings, context, self._hooks, self._slots, tg, clock=self._clock, metrics=bound
-            )
+            self._supervise(name, spec)
         if self._settings.idle_timeout > 0:
             tg.start_soon(self._reap_idle)
         return self
@@ -133,9 +118,60 @@ class BackendPool:
         self._tg.cancel_scope.cancel()
         return await self._tg.__aexit__(exc_type, exc, tb)
 
+    def _supervise(self, name: str, spec: ServerSpec) -> Supervisor:
+        assert self._tg is not None
+        context = ConnectContext(
+            server=name,
+            log_dir=self._log_dir,
+            connect_timeout=self._settings.connect_timeout,
+            local=self._local.get(name),
+            sandbox=self._sandboxes.get(name),
+            secrets=self._secrets,
+            redact=self._redact,
+            log_max_bytes=self._settings.log_max_bytes,
+            log_backups=self._settings.log_backups,
+            oauth=self._oauth,
+        )
+        bound = self._metrics.server(name) if self._metrics is not None else NO_METRICS
+        supervisor = Supervisor(
+            name, spec, self._settings, context, self._hooks, self._slots, self._tg, clock=self._clock, metrics=bound
+        )
+        self.supervisors[name] = supervisor
+        return supervisor
+
+    def add(
+        self, name: str, spec: ServerSpec, *, sandbox: Any = None, secrets: Mapping[str, str] | None = None
+    ) -> None:
+        """Supervise a server that was not configured at start (a reloaded config); it starts on first use.
+
+        ``secrets`` replaces the vault values connections get from now on (the vault may have changed too).
+        """
+        if secrets is not None:
+            self._secrets = dict(secrets)
+        self._specs[name] = spec
+        if sandbox is not None:
+            self._sandboxes[name] = sandbox
+        self._supervise(name, spec)
+
+    async def remove(self, name: str) -> None:
+        """Stop a server and forget it (a reloaded config dropped or changed it); bounded like every stop."""
+        supervisor = self.supervisors.pop(name, None)
+        self._specs.pop(name, None)
+        self._sandboxes.pop(name, None)
+        if supervisor is not None:
+            supervisor.retired = True  # a call that fetched it before now must not start it again
+            await supervisor.stop()
+
     def get(self, name: str) -> Supervisor:
-        """The supervisor of ``name``."""
-        return self.supervisors[name]
+        """The supervisor of ``name``.
+
+        Raises:
+            BackendUnavailable: no such server (any more: a reloaded config removed it).
+        """
+        try:
+            return self.supervisors[name]
+        except KeyError:
+            raise BackendUnavailable(name, "is not configured (a config reload removed it)") from None
 
     @property
     def running(self) -> set[Supervisor]:

@@ -126,6 +126,8 @@ class Supervisor:
         self._ended = anyio.Event()
         self._channel: RawChannel | None = None
         self.in_flight = 0
+        self.retired = False
+        """Removed from the pool (a reloaded config): it never starts again."""
         self.last_used = 0.0
         self.failures = 0
         self.last_error: str | None = None
@@ -268,6 +270,8 @@ class Supervisor:
             BackendUnavailable: it cannot be started, or its circuit is open.
         """
         while True:
+            if self.retired:
+                raise BackendUnavailable(self.name, "was removed from the configuration")
             if self.state is State.RUNNING and self._client is not None:
                 return self._client
             if self.state is State.STARTING:

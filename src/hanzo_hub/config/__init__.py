@@ -284,6 +284,9 @@ class BackendSettings(_Model):
         description="Rotate a stdio server's stderr log (logs/<server>.log) at this size; 0=never.",
     )
     log_backups: int = Field(default=2, ge=0, description="Rotated stderr logs kept per server (<server>.log.1, ...).")
+    watch_config: float = Field(
+        default=2.0, ge=0, description="Seconds between checks of the config file for changed servers; 0=never."
+    )
 
 
 NetworkMode = Literal["none", "loopback", "full"]

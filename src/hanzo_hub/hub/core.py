@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
@@ -31,7 +31,7 @@ from hanzo_hub.backends.oauth import OAuthStore
 from hanzo_hub.backends.pool import BackendPool
 from hanzo_hub.backends.snapshot import SnapshotStore
 from hanzo_hub.catalog.envs import is_installed
-from hanzo_hub.catalog.loader import CatalogEntry, catalog_snapshots, catalog_specs, load_catalog
+from hanzo_hub.catalog.loader import Catalog, CatalogEntry, catalog_snapshots, load_catalog
 from hanzo_hub.config import HubSettings, InprocServerSpec, ServerSpec
 from hanzo_hub.errors import (
     BackendError,
@@ -45,17 +45,19 @@ from hanzo_hub.hub.downstream_requests import is_modern, legacy_request, set_lev
 from hanzo_hub.hub.guard import Guard
 from hanzo_hub.hub.identity import acting
 from hanzo_hub.hub.install import install_before_start
-from hanzo_hub.hub.launch import load_secrets, secret_env, server_sandboxes
+from hanzo_hub.hub.launch import load_secrets, server_sandboxes
 from hanzo_hub.hub.llm_mount import LLM_SERVER, build_llm_server
 from hanzo_hub.hub.llm_runtime import LlmRuntime, wants_llm
 from hanzo_hub.hub.memory_mount import MEMORY_SERVER, identity_meta
 from hanzo_hub.hub.memory_mount import build as build_memory
-from hanzo_hub.hub.naming import assign_aliases, expose_uri, prefixed_servers
+from hanzo_hub.hub.naming import expose_uri
 from hanzo_hub.hub.notify import ChangeNotifier
 from hanzo_hub.hub.project import Projects, identity_for
 from hanzo_hub.hub.registry import Registry, Target
 from hanzo_hub.hub.relay import Relay
+from hanzo_hub.hub.reload import watch as watch_config
 from hanzo_hub.hub.results import flag_text_errors
+from hanzo_hub.hub.served import configured_servers, exposure
 from hanzo_hub.sandbox.launch import Backends
 from hanzo_hub.sandbox.vault import redacted_logs, redacted_model, redacted_progress
 
@@ -75,10 +77,7 @@ class Hub:
         self._seeds = catalog_snapshots(settings, catalog)
         # Hand-configured servers win a name clash with catalog entries.
         secrets = load_secrets(settings)
-        cataloged = {n: s for n, s in catalog_specs(settings, catalog).items() if n not in settings.servers}
-        entries = {name: catalog.entries[name] for name in cataloged}
-        cataloged = {n: secret_env(entries[n], s, secrets) for n, s in cataloged.items()}
-        configured = {**cataloged, **settings.servers}
+        configured, entries = configured_servers(settings, catalog, secrets)
         self.catalog_entries: Mapping[str, CatalogEntry] = entries  # those of the served catalog servers
         local: dict[str, Any] = {}
         if settings.memory.enabled and MEMORY_SERVER not in configured:
@@ -93,11 +92,9 @@ class Hub:
             local[LLM_SERVER] = build_llm_server(self, self.llm)
         servers = {name: spec for name, spec in configured.items() if spec.enabled}
         self.servers: Mapping[str, ServerSpec] = servers  # every enabled one: configured, cataloged, the hub's own
-        aliases = assign_aliases(servers, {name: spec.alias for name, spec in servers.items()})
-        overrides = {name: spec.tool_overrides for name, spec in servers.items()}
-        prefixed = prefixed_servers(settings.exposure.prefix, servers, own=local.keys())
-        filters = {name: spec.tools for name, spec in servers.items()}
-        self.registry = Registry(servers, aliases, prefix=prefixed, overrides=overrides, filters=filters)
+        self.own = frozenset(local)
+        """The hub's own servers (memory, llm): a reloaded config never touches them."""
+        self.registry = Registry(servers, **exposure(settings, servers, own=self.own))
         self.snapshots = SnapshotStore(settings.snapshot_dir)
         self.notifier = ChangeNotifier()
         self._background: list[Callable[[], Coroutine[Any, Any, None]]] = []
@@ -154,6 +151,8 @@ class Hub:
                     self._tasks = tg
                     for task in self._background:
                         tg.start_soon(task)
+                    if self.settings.backends.watch_config > 0:
+                        tg.start_soon(watch_config, self)
                     if missing:
                         self.pool.start_discovery(missing, self._discovered.set)
                     else:
@@ -178,10 +177,10 @@ class Hub:
         self._load_snapshots()
         return list(self.registry.tools())
 
-    def _load_snapshots(self) -> list[str]:
+    def _load_snapshots(self, names: Iterable[str] | None = None) -> list[str]:
         """Serve every server's stored lists; catalog entries never started yet get their packaged tools."""
         missing = []
-        for name in self.servers:
+        for name in self.servers if names is None else names:
             listing = self.snapshots.load(name)
             if listing is None and name in self._seeds:
                 listing = Listing.from_json(self._seeds[name], source="snapshot")
@@ -192,6 +191,21 @@ class Hub:
             self._stored[name] = listing
             self.registry.set(name, listing)
         return missing
+
+    def adopt(
+        self, servers: Mapping[str, ServerSpec], entries: Mapping[str, CatalogEntry], catalog: Catalog, launches: Any
+    ) -> list[str]:
+        """Serve ``servers`` from now on (``hub/reload.py`` has stopped and started the supervisors); returns those
+        of the new ones that have no snapshot, for discovery."""
+        new = [name for name in servers if name not in self.servers]
+        self.servers, self.catalog_entries, self.catalog, self.launches = servers, entries, catalog, launches
+        self._seeds = catalog_snapshots(self.settings, catalog)
+        for gone in (set(self._hashes) | set(self._stored)) - servers.keys():
+            self._hashes.pop(gone, None)
+            self._stored.pop(gone, None)
+        self.registry.reconfigure(servers, **exposure(self.settings, servers, own=self.own))
+        self.guard.reconfigure(self.settings, entries)
+        return self._load_snapshots(new)
 
     # -- hooks for supervisors ----------------------------------------------------------------------------------
 

@@ -199,6 +199,11 @@ class Guard:
         self._pending: list[_Record] = []
         self._flushed = time.monotonic()
 
+    def reconfigure(self, settings: HubSettings, catalog: Mapping[str, CatalogEntry]) -> None:
+        """The catalog servers served after a reloaded config, and their policies."""
+        self.catalog = dict(catalog)
+        self.policies = server_policies(settings, catalog)
+
     def close(self) -> None:
         """Write what is pending and close the audit file (never raises: a full disk only loses the records)."""
         self._flush()

@@ -89,12 +89,7 @@ class Registry:
         overrides: Mapping[str, Mapping[str, ToolOverrideSpec]] | None = None,
         filters: Mapping[str, ToolFilterSpec | None] | None = None,
     ) -> None:
-        self._order = list(servers)
-        self._overrides = {name: dict(fixes) for name, fixes in (overrides or {}).items() if fixes}
-        self._filters = {name: keep for name, keep in (filters or {}).items() if keep is not None}
-        self._aliases = dict(aliases)
-        self._by_alias = {alias: name for name, alias in self._aliases.items()}
-        self._prefixed = frozenset(self._order if prefix is True else () if prefix is False else prefix)
+        self._configure(servers, aliases, prefix, overrides, filters)
         self.listings: dict[str, Listing] = {}
         self._views: dict[str, _View] = {}
         self._tools: dict[str, Target] = {}
@@ -102,6 +97,39 @@ class Registry:
         self._uris: dict[str, Target] = {}
         self._cache: _View = _View()
         self._stale = False
+
+    def _configure(
+        self,
+        servers: Iterable[str],
+        aliases: Mapping[str, str],
+        prefix: bool | Iterable[str],
+        overrides: Mapping[str, Mapping[str, ToolOverrideSpec]] | None,
+        filters: Mapping[str, ToolFilterSpec | None] | None,
+    ) -> None:
+        self._order = list(servers)
+        self._overrides = {name: dict(fixes) for name, fixes in (overrides or {}).items() if fixes}
+        self._filters = {name: keep for name, keep in (filters or {}).items() if keep is not None}
+        self._aliases = dict(aliases)
+        self._by_alias = {alias: name for name, alias in self._aliases.items()}
+        self._prefixed = frozenset(self._order if prefix is True else () if prefix is False else prefix)
+
+    def reconfigure(
+        self,
+        servers: Iterable[str],
+        aliases: Mapping[str, str],
+        *,
+        prefix: bool | Iterable[str],
+        overrides: Mapping[str, Mapping[str, ToolOverrideSpec]] | None = None,
+        filters: Mapping[str, ToolFilterSpec | None] | None = None,
+    ) -> None:
+        """A new set of servers (a reloaded config): the listings of servers that remain are exposed again under
+        the new aliases, prefixes, overrides and filters; those of servers that went are dropped."""
+        self._configure(servers, aliases, prefix, overrides, filters)
+        kept = {name: listing for name, listing in self.listings.items() if name in self._aliases}
+        self.listings, self._views = {}, {}
+        for name, listing in kept.items():
+            self.set(name, listing)
+        self._stale = True
 
     def prefixed(self, server: str) -> bool:
         """Whether ``server``'s names carry its prefix."""
