@@ -18,6 +18,7 @@ from mcp import Client, MCPError
 from hanzo_hub.config import HubSettings
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.server import build_server
+from hanzo_hub.sandbox.vault import Vault
 from tests.conftest import REPO, MakeSettings, inproc, stdio, text_of, wait_until
 
 pytestmark = pytest.mark.anyio
@@ -113,3 +114,18 @@ async def test_a_catalog_server_enabled_from_the_command_line_appears(make_setti
         names = await names_until(client, lambda names: "redis__get" in names)
         assert hub.pool.get("redis").state.value == "stopped"  # listed from its packaged tools; starts on first use
     assert "alpha__echo" in names  # two servers now: prefixes on
+
+
+async def test_a_secret_set_after_start_waits_for_a_restart(
+    make_settings: MakeSettings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The hub redacts the secrets it started with; one set later must not reach a server unredacted."""
+    settings = make_settings({"alpha": inproc("alpha")}, backends=WATCH)
+    async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
+        await names_until(client, lambda names: "echo" in names)
+        Vault(settings.vault_dir, keyring_service=settings.sandbox.keyring_service).set("LATE", "late-secret-value")
+        rewrite(settings, {"alpha": inproc("alpha"), "late": stdio(env={"TOKEN": "${vault:LATE}"})})
+        await wait_until(lambda: "the vault changed since the hub started" in caplog.text)
+        await names_until(client, lambda names: "alpha__echo" in names)
+        assert "late" in hub.servers
+        assert "LATE" not in hub.secrets

@@ -139,15 +139,8 @@ class BackendPool:
         self.supervisors[name] = supervisor
         return supervisor
 
-    def add(
-        self, name: str, spec: ServerSpec, *, sandbox: Any = None, secrets: Mapping[str, str] | None = None
-    ) -> None:
-        """Supervise a server that was not configured at start (a reloaded config); it starts on first use.
-
-        ``secrets`` replaces the vault values connections get from now on (the vault may have changed too).
-        """
-        if secrets is not None:
-            self._secrets = dict(secrets)
+    def add(self, name: str, spec: ServerSpec, *, sandbox: Any = None) -> None:
+        """Supervise a server that was not configured at start (a reloaded config); it starts on first use."""
         self._specs[name] = spec
         if sandbox is not None:
             self._sandboxes[name] = sandbox

@@ -76,7 +76,7 @@ class Hub:
         self.catalog = catalog = load_catalog(settings)  # every manifest that loaded, and the broken ones
         self._seeds = catalog_snapshots(settings, catalog)
         # Hand-configured servers win a name clash with catalog entries.
-        secrets = load_secrets(settings)
+        self.secrets = secrets = load_secrets(settings)  # injected into servers and redacted from what they send
         configured, entries = configured_servers(settings, catalog, secrets)
         self.catalog_entries: Mapping[str, CatalogEntry] = entries  # those of the served catalog servers
         local: dict[str, Any] = {}

@@ -6,7 +6,8 @@ compares the servers it yields (configured ones, enabled catalog servers with th
 served: a removed server is stopped and its tools leave the lists, an added one is listed from its snapshot (or
 discovered) and starts on first use, and a changed one (command, arguments, environment, URL, headers, filters...)
 is stopped and starts again under its new spec. Clients get ``list_changed``. The hub's own servers (memory, llm)
-stay as they are.
+stay as they are, and so do the vault secrets servers get: the hub redacts the secrets it started with, so one set
+since waits for a restart (logged).
 
 Only servers and the catalog are reloaded; a change to any other section (HTTP, auth, sandbox, memory, llm...) is
 logged as needing a restart. A config that does not load is logged, and the hub keeps serving what it had.
@@ -56,7 +57,11 @@ async def apply(hub: Hub, new: HubSettings) -> ReloadReport:
     """Serve the servers ``new`` describes; returns what changed."""
     old_settings = hub.settings
     catalog = await anyio.to_thread.run_sync(load_catalog, new)
-    secrets = await anyio.to_thread.run_sync(load_secrets, new)
+    # The secrets the hub started with: the ones it redacts from everything servers send. A secret set since then
+    # would reach a server unredacted, so it waits for a restart.
+    secrets = hub.secrets
+    if await anyio.to_thread.run_sync(load_secrets, new) != secrets:
+        logger.warning("config reload: the vault changed since the hub started; restart the hub to use its secrets")
     configured, entries = configured_servers(new, catalog, secrets)
     own = {name: spec for name, spec in hub.servers.items() if name in hub.own}
     for name in own.keys() & configured.keys():
@@ -85,7 +90,7 @@ async def apply(hub: Hub, new: HubSettings) -> ReloadReport:
     launches = server_sandboxes(hub.settings, servers, entries, hub.sandboxes)
     missing = hub.adopt(servers, entries, catalog, launches)
     for name in (*report.added, *report.changed):
-        hub.pool.add(name, servers[name], sandbox=launches.get(name), secrets=secrets)
+        hub.pool.add(name, servers[name], sandbox=launches.get(name))
     if missing:
         hub.pool.start_discovery(missing, lambda: None)
     await hub.notifier.changed({"tools", "resources", "prompts"})
