@@ -78,7 +78,7 @@ async def test_login_then_serving_uses_the_stored_tokens(make_settings: MakeSett
     with oauth_server() as origin:
         settings = make_settings({"remote": remote(origin)}, exposure=PREFIXED)
         result = await do_login(settings)
-        assert result.tools == 2
+        assert result.tools == 3
         assert result.registered
         record = stored(settings)
         assert record is not None
@@ -96,6 +96,9 @@ async def test_login_then_serving_uses_the_stored_tokens(make_settings: MakeSett
         assert text == f"alice via {record.client.client_id}"
         counts = stats(origin)
         assert (counts["registrations"], counts["code_exchanges"], counts["refreshes"]) == (1, 1, 0)
+        # a server echoing the token back: it never reaches the client
+        failed, text = await call(settings, "remote__echo_token")
+        assert (failed, text) == (False, "[redacted:oauth.remote.access]")
 
 
 async def test_an_expired_token_is_refreshed_and_the_rotated_tokens_are_kept(make_settings: MakeSettings) -> None:
@@ -120,6 +123,11 @@ async def test_an_expired_token_is_refreshed_and_the_rotated_tokens_are_kept(mak
         assert (failed, text) == (False, "2")
         assert stats(origin)["refreshes"] == 2
         assert stats(origin)["code_exchanges"] == 1
+        # the token obtained while serving is redacted like the stored one
+        await anyio.sleep(2.5)
+        failed, text = await call(settings, "remote__echo_token")
+        assert (failed, text) == (False, "[redacted:oauth.remote.access]")
+        assert stats(origin)["refreshes"] == 3
 
 
 async def test_a_server_asking_for_a_login_the_hub_lacks_fails_alone(make_settings: MakeSettings) -> None:
@@ -196,7 +204,7 @@ async def test_oauth_over_legacy_sse(make_settings: MakeSettings) -> None:
     with oauth_server(mode="sse") as origin:
         settings = make_settings({"old": remote(origin, "sse")}, exposure=PREFIXED)
         result = await do_login(settings, "old")
-        assert result.tools == 2
+        assert result.tools == 3
         assert result.record is not None
         failed, text = await call(settings, "old__whoami")
         assert not failed
@@ -241,7 +249,7 @@ def test_the_auth_commands_log_in_report_and_log_out(make_settings: MakeSettings
         anyio.run(browser, url)
         out, err = proc.communicate(timeout=30)
         assert proc.returncode == 0, err
-        assert out.startswith("logged in to 'remote': 2 tools; the token expires in 60 min, refreshed automatically")
+        assert out.startswith("logged in to 'remote': 3 tools; the token expires in 60 min, refreshed automatically")
 
         status = subprocess.run(
             _cli(settings, "status", "--json"), cwd=REPO, capture_output=True, text=True, check=True
@@ -284,4 +292,4 @@ def test_the_doctor_reports_oauth_logins(make_settings: MakeSettings) -> None:
         detail = checks["server:remote"]["detail"]
         assert "OAuth login (the token expires in 60 min, refreshed automatically, scope mcp)" in detail
         assert checks["probe:remote"]["status"] == "ok"
-        assert checks["probe:remote"]["detail"].startswith("2 tools")
+        assert checks["probe:remote"]["detail"].startswith("3 tools")

@@ -53,6 +53,8 @@ class ConnectContext:
     """Rotated stderr logs kept."""
     oauth: Any = None
     """A ``backends.oauth.OAuthStore``: the OAuth logins of remote servers (``None``: remote servers get no OAuth)."""
+    learn_secret: Callable[[str, str], None] | None = None
+    """Takes a credential obtained while serving (an OAuth token), to redact it like the vault's secrets."""
 
 
 class Connector(Protocol):

@@ -42,7 +42,7 @@ def _client_factory(server: str, oauth: httpx2.Auth | None) -> McpHttpClientFact
 async def connect_streamable(spec: HttpServerSpec, context: ConnectContext) -> AsyncIterator[TransportStreams]:
     """A streamable HTTP transport with the spec's headers; the HTTP client lives as long as the connection."""
     timeout = httpx2.Timeout(context.connect_timeout, read=READ_TIMEOUT)
-    auth = await authorization(spec, context.server, context.oauth, context.secrets)
+    auth = await authorization(spec, context.server, context.oauth, context.secrets, context.learn_secret)
     factory = _client_factory(context.server, auth)
     async with (
         factory(headers=_headers(spec, context), timeout=timeout) as http,
@@ -54,7 +54,7 @@ async def connect_streamable(spec: HttpServerSpec, context: ConnectContext) -> A
 @asynccontextmanager
 async def connect_sse(spec: SseServerSpec, context: ConnectContext) -> AsyncIterator[TransportStreams]:
     """A legacy HTTP+SSE transport."""
-    auth = await authorization(spec, context.server, context.oauth, context.secrets)
+    auth = await authorization(spec, context.server, context.oauth, context.secrets, context.learn_secret)
     async with sse_client(
         spec.url,
         headers=_headers(spec, context),

@@ -41,6 +41,7 @@ __all__ = [
     "login_hint",
     "provider",
     "record_name",
+    "record_secrets",
     "unauthorized_hook",
 ]
 
@@ -101,6 +102,15 @@ class OAuthRecord:
             updated=float(data.get("updated") or 0.0),
         )
 
+    def secrets(self, label: str) -> dict[str, str]:
+        """The credentials in the record (tokens, a client secret), named for redaction as ``label.<what>``."""
+        values = {
+            "access": self.tokens.access_token if self.tokens else None,
+            "refresh": self.tokens.refresh_token if self.tokens else None,
+            "client_secret": self.client.client_secret if self.client else None,
+        }
+        return {f"{label}.{what}": value for what, value in values.items() if value}
+
     def expires_in(self, now: float | None = None) -> float | None:
         return None if self.expires_at is None else self.expires_at - (time.time() if now is None else now)
 
@@ -139,6 +149,19 @@ def _duration(seconds: float) -> str:
     if seconds < 172800:
         return f"{seconds / 3600:.0f} h"
     return f"{seconds / 86400:.0f} days"
+
+
+def record_secrets(secrets: Mapping[str, str]) -> dict[str, str]:
+    """The credentials inside the OAuth records among the vault's values, for the hub's redactor (a record is one
+    JSON value; redacting it whole would miss the token a server echoes back)."""
+    out: dict[str, str] = {}
+    for name, value in secrets.items():
+        if name.startswith(RECORD_PREFIX):
+            try:
+                out.update(OAuthRecord.from_json(value).secrets(name))
+            except ValueError:
+                continue
+    return out
 
 
 class OAuthStore:
@@ -189,17 +212,32 @@ class OAuthStore:
 class VaultTokenStorage:
     """The SDK's ``TokenStorage`` for one server, on its vault record; a configured client wins over a stored one."""
 
-    def __init__(self, store: OAuthStore, server: str, spec: RemoteSpec, secrets: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        store: OAuthStore,
+        server: str,
+        spec: RemoteSpec,
+        secrets: Mapping[str, str],
+        learn: Callable[[str, str], None] | None = None,
+    ) -> None:
         self.store = store
         self.server = server
         self.url = spec.url
         self._configured = _configured_client(spec, secrets)
+        self._learn = learn
         self.record: OAuthRecord = OAuthRecord(url=spec.url)
+
+    def _teach(self) -> None:
+        """Hand the record's credentials to the hub's redactor (``learn``), so none reaches a client or a model."""
+        if self._learn is not None:
+            for name, value in self.record.secrets(record_name(self.server)).items():
+                self._learn(name, value)
 
     async def load(self) -> OAuthRecord:
         """Read the record (one made for another URL counts as none) and keep it."""
         record = await self.store.load(self.server)
         self.record = record if record is not None and record.url == self.url else OAuthRecord(url=self.url)
+        self._teach()
         return self.record
 
     async def get_tokens(self) -> OAuthToken | None:
@@ -208,6 +246,7 @@ class VaultTokenStorage:
     async def set_tokens(self, tokens: OAuthToken) -> None:
         expires_at = time.time() + tokens.expires_in if tokens.expires_in is not None else None
         self.record = replace(self.record, tokens=tokens, expires_at=expires_at, updated=time.time())
+        self._teach()
         try:
             await self.store.save(self.server, self.record)
         except VaultError as exc:  # the tokens still work for this connection; the next start logs in again
@@ -315,13 +354,18 @@ def _redirect_uri(storage: VaultTokenStorage) -> str:
 
 
 async def authorization(
-    spec: RemoteSpec, server: str, store: OAuthStore | None, secrets: Mapping[str, str]
+    spec: RemoteSpec,
+    server: str,
+    store: OAuthStore | None,
+    secrets: Mapping[str, str],
+    learn: Callable[[str, str], None] | None = None,
 ) -> httpx2.Auth | None:
     """The auth a serving connection to ``spec`` uses: the OAuth provider when the hub holds a login for it, else
-    ``None`` (the connection then gets :func:`unauthorized_hook`). Never interactive."""
+    ``None`` (the connection then gets :func:`unauthorized_hook`). Never interactive. ``learn`` receives every
+    credential it loads or obtains, for redaction."""
     if store is None or any(name.lower() == "authorization" for name in spec.headers):
         return None
-    storage = VaultTokenStorage(store, server, spec, secrets)
+    storage = VaultTokenStorage(store, server, spec, secrets, learn)
     try:
         record = await storage.load()
     except VaultError as exc:

@@ -81,6 +81,7 @@ class BackendPool:
         redact: Callable[[str], str] | None = None,
         oauth: Any = None,
         metrics: BackendMetrics | None = None,
+        learn_secret: Callable[[str, str], None] | None = None,
     ) -> None:
         self._specs = {name: spec for name, spec in servers.items() if spec.enabled}
         self._local = dict(local_servers or {})
@@ -89,6 +90,7 @@ class BackendPool:
         self._redact = redact
         self._oauth = oauth
         self._metrics = metrics
+        self._learn_secret = learn_secret
         self._settings = settings
         self._log_dir = log_dir
         self._hooks = hooks
@@ -131,6 +133,7 @@ class BackendPool:
             log_max_bytes=self._settings.log_max_bytes,
             log_backups=self._settings.log_backups,
             oauth=self._oauth,
+            learn_secret=self._learn_secret,
         )
         bound = self._metrics.server(name) if self._metrics is not None else NO_METRICS
         supervisor = Supervisor(

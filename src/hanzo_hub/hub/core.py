@@ -126,6 +126,7 @@ class Hub:
             redact=self.guard.redact,
             oauth=OAuthStore(settings.vault_dir, settings.sandbox.keyring_service),
             metrics=self.metrics,
+            learn_secret=self.guard.learn_secret,
         )
         self.metrics.registry.register(PoolCollector(self.pool.status, lambda: len(self.registry.tools())))
 

@@ -47,6 +47,7 @@ from anyio import move_on_after
 from mcp.server.context import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from hanzo_hub.backends.oauth import record_secrets
 from hanzo_hub.catalog.loader import CatalogEntry
 from hanzo_hub.catalog.models import ToolLimits
 from hanzo_hub.config import HubSettings, ToolPolicySpec
@@ -177,7 +178,8 @@ class Guard:
         if not sandbox.roots:
             project = settings.catalog.project or Path.cwd()
             sandbox = sandbox.model_copy(update={"roots": {"*": (project,)}})
-        self.redactor = Redactor(secrets or {}) if secrets else None
+        # OAuth records are JSON values: their tokens are redacted one by one, as are those obtained later
+        self.redactor = Redactor({**secrets, **record_secrets(secrets)}) if secrets else None
         self.redact: Callable[[str], str] | None = self.redactor.redact if self.redactor is not None else None
         """The vault's redaction of a text (``None``: the vault is empty), for everything bound for a client."""
         self.engine = PolicyEngine(sandbox, redact=self.redact)
@@ -198,6 +200,12 @@ class Guard:
         )  # a failing disk drops records with one warning; the hanzo_hub.audit logger still has each decision
         self._pending: list[_Record] = []
         self._flushed = time.monotonic()
+
+    def learn_secret(self, name: str, value: str) -> None:
+        """Redact ``value`` too from now on (an OAuth token obtained while serving). A hub that started with an
+        empty vault has no redactor; it redacts such tokens after a restart."""
+        if self.redactor is not None:
+            self.redactor.add(name, value)
 
     def reconfigure(self, settings: HubSettings, catalog: Mapping[str, CatalogEntry]) -> None:
         """The catalog servers served after a reloaded config, and their policies."""

@@ -222,21 +222,33 @@ class Redactor:
     """Replaces every occurrence of a secret value (plain, URL-encoded or base64) with ``[redacted:NAME]``."""
 
     def __init__(self, secrets: Mapping[str, str]) -> None:
-        forms: dict[str, str] = {}
+        self._names: dict[str, str] = {}
+        self._pattern: re.Pattern[str] | None = None
+        self._learn(secrets)
+
+    def _learn(self, secrets: Mapping[str, str]) -> None:
+        forms = dict(self._names)
         for name, value in secrets.items():
             if len(value) < MIN_REDACT_LENGTH:
                 continue
             for form in (value, urllib.parse.quote(value, safe=""), base64.b64encode(value.encode()).decode()):
                 forms.setdefault(form, name)
-        self._names = forms
         ordered = sorted(forms, key=len, reverse=True)
-        self._pattern = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+        pattern = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+        self._names, self._pattern = forms, pattern  # swapped together: a redact running now sees old or new
+
+    def add(self, name: str, value: str) -> None:
+        """Redact ``value`` too from now on (an OAuth token the hub obtained while serving); every holder of
+        :meth:`redact` sees it."""
+        if value not in self._names:
+            self._learn({name: value})
 
     def redact(self, text: str) -> str:
         """``text`` with every secret replaced."""
-        if self._pattern is None:
+        pattern, names = self._pattern, self._names
+        if pattern is None:
             return text
-        return self._pattern.sub(lambda m: f"[redacted:{self._names[m.group(0)]}]", text)
+        return pattern.sub(lambda m: f"[redacted:{names[m.group(0)]}]", text)
 
 
 def redacted_data(value: Any, redact: Callable[[str], str]) -> Any:
