@@ -141,6 +141,24 @@ def free_port() -> int:
 
 
 @contextmanager
+def mounted_tmpfs(path: Path, options: str) -> Iterator[Path]:
+    """A real tmpfs mounted at ``path`` with mount ``options`` (``size=1m``, ``ro``...), unmounted on exit; skips the
+    test where mounting is not allowed (not root, or no mount namespace rights)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    path.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False, timeout=30)
+
+
+@contextmanager
 def listening_process(argv: list[str], port: int, timeout: float = 30.0) -> Iterator[subprocess.Popen[bytes]]:
     """Run ``argv`` (from the repository root, output discarded) until it accepts connections on ``port``; stop it
     on exit."""

@@ -21,7 +21,7 @@ import pytest
 from hanzo_hub.catalog.loader import PACKAGED_DIR
 from hanzo_hub.config import HubSettings
 from hanzo_hub.sandbox.vault import Vault
-from tests.conftest import REPO, MakeSettings, free_port, inproc, stdio
+from tests.conftest import REPO, MakeSettings, free_port, inproc, mounted_tmpfs, stdio
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -234,3 +234,30 @@ def test_a_broken_config_exits_2(tmp_path: Path) -> None:
     assert first.startswith("fail  config")
     assert "call_timeout" in first
     assert "-> fix the config file" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("options", "status", "words"),
+    [
+        ("size=200m", "warn", "under 1 GiB free"),
+        ("size=2m", "fail", "free some space"),
+        ("size=8m,ro", "fail", "set --home or HANZO_HUB_HOME elsewhere"),
+    ],
+    ids=["low", "full", "read-only"],
+)
+def test_the_home_check_reads_the_real_disk(
+    make_settings: MakeSettings, tmp_path: Path, options: str, status: str, words: str
+) -> None:
+    """The home on a real small, tiny or read-only tmpfs: a warning under 1 GiB, a failure under 100 MiB, and a
+    failure naming the error where nothing can be written."""
+    with mounted_tmpfs(tmp_path / "disk", options) as disk:
+        settings = make_settings({"local": inproc()}).model_copy(update={"home": disk})
+        command = [sys.executable, "-m", "hanzo_hub", "doctor", "--json", "--config", str(settings.config_file)]
+        done = subprocess.run([*command, "--home", str(disk)], cwd=REPO, capture_output=True, text=True, timeout=150)
+    home = {c["name"]: c for c in json.loads(done.stdout)["checks"]}["home"]
+    assert home["status"] == status, home
+    assert words in home["hint"]
+    if status == "fail":
+        assert done.returncode == 1
+    if "ro" in options.split(","):
+        assert "Read-only file system" in home["detail"]

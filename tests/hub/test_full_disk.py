@@ -11,7 +11,6 @@ import errno
 import json
 import logging
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from mcp import Client
 from hanzo_hub.config import HubSettings
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.server import build_server
-from tests.conftest import MakeSettings, inproc, stdio
+from tests.conftest import MakeSettings, inproc, mounted_tmpfs, stdio
 from tests.hub.llm_support import BACKENDS, NO_MEMORY, llm_section
 from tests.llm.providers_server import Answer, ProviderServer, _provider_server_module, provider_server  # noqa: F401
 
@@ -64,19 +63,8 @@ class SmallDisk:
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "disk", "size=1m") as mount:
         yield SmallDisk(mount)
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False, timeout=30)
 
 
 def text(result: types.CallToolResult) -> str:
