@@ -41,3 +41,29 @@ async def test_an_absent_docker_fails_only_when_used(tmp_path: Path) -> None:
     unused = {c.name: c for c in await check_sandboxes(settings_for(tmp_path, docker_host=host), set())}
     assert unused["sandbox:docker"].status == "skip"
     assert unused["sandbox:docker"].detail.endswith("no server uses it")
+
+
+async def test_a_missing_bwrap_fails_with_the_install_hint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    bwrap = {c.name: c for c in await check_sandboxes(settings_for(tmp_path), {"bwrap"})}["sandbox:bwrap"]
+    assert bwrap.status == "fail"
+    assert "bubblewrap is not installed" in bwrap.detail
+    assert bwrap.hint == "apt-get install bubblewrap"
+
+
+async def test_a_bwrap_that_cannot_start_a_process_fails_with_its_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real executable standing in for a bubblewrap the kernel refuses (user namespaces off): it fails like one."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    bwrap = {c.name: c for c in await check_sandboxes(settings_for(tmp_path), {"bwrap"})}["sandbox:bwrap"]
+    assert bwrap.status == "fail"
+    assert bwrap.detail == f"bubblewrap at {fake} cannot start a process: bwrap: setting up uid map: Permission denied"
+    assert "unprivileged user namespaces" in (bwrap.hint or "")
