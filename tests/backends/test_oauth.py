@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio
 import httpx2
+import mcp_types as types
 import pytest
 from mcp import Client
 
@@ -136,8 +137,7 @@ async def test_a_server_asking_for_a_login_the_hub_lacks_fails_alone(make_settin
         async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
             names = {tool.name for tool in (await client.list_tools()).tools}
             fine = await client.call_tool("local__echo", {"text": "still here"})
-        assert names
-        assert all(name.startswith("local__") for name in names)
+        assert {name for name in names if not name.startswith("local__")} == {"remote__login"}  # the offer
         assert text_of(fine) == "still here"
         reason = hub.pool.get("remote").last_error or ""
         assert "HTTP 401" in reason
@@ -293,3 +293,115 @@ def test_the_doctor_reports_oauth_logins(make_settings: MakeSettings) -> None:
         assert "OAuth login (the token expires in 60 min, refreshed automatically, scope mcp)" in detail
         assert checks["probe:remote"]["status"] == "ok"
         assert checks["probe:remote"]["detail"].startswith("3 tools")
+
+
+class UrlClient:
+    """A client whose user opens the URL an elicitation shows (the hub's authorization page) and approves it."""
+
+    def __init__(self, action: str = "accept") -> None:
+        self.action = action
+        self.asked: list[types.ElicitRequestURLParams] = []
+        self.completed: list[str] = []
+
+    async def elicitation(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        assert isinstance(params, types.ElicitRequestURLParams)
+        self.asked.append(params)
+        if self.action == "accept":
+            await browser(params.url)
+        return types.ElicitResult(action=self.action)  # type: ignore[arg-type]
+
+    async def on_message(self, message: object) -> None:
+        if isinstance(message, types.ElicitCompleteNotification):
+            self.completed.append(message.params.elicitation_id)
+
+
+async def test_a_login_the_hub_lost_is_given_again_through_the_client(make_settings: MakeSettings) -> None:
+    with oauth_server() as origin:
+        settings = make_settings({"remote": remote(origin)}, exposure=PREFIXED)
+        await do_login(settings)
+        assert (await call(settings, "remote__whoami"))[0] is False  # listed once: a snapshot
+        httpx2.post(f"{origin}/forget")  # the grant is gone, refresh token too
+        user = UrlClient()
+        async with (
+            Hub.open(settings) as hub,
+            Client(
+                build_server(hub), mode="legacy", elicitation_callback=user.elicitation, message_handler=user.on_message
+            ) as client,
+        ):
+            await client.list_tools()
+            result = await client.call_tool("remote__whoami", {})
+        assert not result.is_error, text_of(result)
+        assert text_of(result).startswith("alice via ")
+        assert len(user.asked) == 1
+        assert user.asked[0].url.startswith(f"{origin}/authorize?")
+        assert "authorize it with the server 'remote'" in user.asked[0].message
+        assert user.completed == [user.asked[0].elicitation_id]
+        assert stats(origin)["authorizations"] == 2
+
+
+async def test_a_user_who_declines_gets_the_error_and_why(make_settings: MakeSettings) -> None:
+    with oauth_server() as origin:
+        settings = make_settings({"remote": remote(origin)}, exposure=PREFIXED)
+        await do_login(settings)
+        assert (await call(settings, "remote__whoami"))[0] is False
+        httpx2.post(f"{origin}/forget")
+        user = UrlClient("decline")
+        async with (
+            Hub.open(settings) as hub,
+            Client(build_server(hub), mode="legacy", elicitation_callback=user.elicitation) as client,
+        ):
+            await client.list_tools()
+            result = await client.call_tool("remote__whoami", {})
+        assert result.is_error
+        assert "hanzo-hub auth login remote" in text_of(result)
+        assert "the login through the client failed: the user did not open the authorization page (decline)" in (
+            text_of(result)
+        )
+        assert stats(origin)["authorizations"] == 1
+
+
+async def listed(client: Client, name: str) -> set[str]:
+    """The listed tool names once ``name`` is among them (bounded)."""
+    with anyio.fail_after(15):
+        while True:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            if name in names:
+                return names
+            await anyio.sleep(0.05)
+
+
+async def test_a_server_never_logged_in_offers_a_login_tool(make_settings: MakeSettings) -> None:
+    with oauth_server() as origin:
+        settings = make_settings({"remote": remote(origin), "local": inproc("alpha")})
+        user = UrlClient()
+        async with (
+            Hub.open(settings) as hub,
+            Client(
+                build_server(hub), mode="legacy", elicitation_callback=user.elicitation, message_handler=user.on_message
+            ) as client,
+        ):
+            before = await listed(client, "remote__login")
+            result = await client.call_tool("remote__login", {})
+            after = await listed(client, "remote__whoami")
+            whoami = await client.call_tool("remote__whoami", {})
+        assert {n for n in before if n.startswith("remote__")} == {"remote__login"}
+        assert not result.is_error, text_of(result)
+        assert text_of(result) == "Logged in to 'remote'; its 3 tools are listed now."
+        assert {n for n in after if n.startswith("remote__")} == {"remote__whoami", "remote__add", "remote__echo_token"}
+        assert text_of(whoami).startswith("alice via ")
+        assert len(user.asked) == 1
+        assert user.completed == [user.asked[0].elicitation_id]
+        record = stored(settings)
+        assert record is not None
+        assert record.tokens is not None  # kept for the next start, as `hanzo-hub auth login` would
+
+
+async def test_a_client_without_url_elicitation_is_told_to_use_the_command(make_settings: MakeSettings) -> None:
+    with oauth_server() as origin:
+        settings = make_settings({"remote": remote(origin), "local": inproc("alpha")})
+        async with Hub.open(settings) as hub, Client(build_server(hub), mode="legacy") as client:
+            await listed(client, "remote__login")
+            result = await client.call_tool("remote__login", {})
+        assert result.is_error
+        assert "run `hanzo-hub auth login remote` in a terminal" in text_of(result)
+        assert stats(origin)["registrations"] == 0

@@ -7,7 +7,7 @@ from mcp import MCPError
 
 from hanzo_hub.errors import AuthorizationRequired, SandboxError
 
-__all__ = ["describe_failure"]
+__all__ = ["describe_failure", "needs_login"]
 
 
 def _leaf(exc: BaseException) -> BaseException:
@@ -34,3 +34,8 @@ def describe_failure(exc: BaseException, *, started: bool) -> str:
     if isinstance(leaf, AuthorizationRequired):
         return f"is not authorized ({leaf})"
     return f"failed: {type(leaf).__name__}: {leaf}"
+
+
+def needs_login(exc: BaseException) -> bool:
+    """Whether a connection attempt failed because the server wants an OAuth login the hub does not hold."""
+    return isinstance(_leaf(exc), AuthorizationRequired)

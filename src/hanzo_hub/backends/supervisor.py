@@ -27,7 +27,7 @@ from mcp.shared.subscriptions import ResourceUpdated
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from hanzo_hub.backends.base import ConnectContext, build_target, watched
-from hanzo_hub.backends.failures import describe_failure
+from hanzo_hub.backends.failures import describe_failure, needs_login
 from hanzo_hub.backends.listing import Listing, fetch_listing
 from hanzo_hub.backends.metrics import NO_METRICS, ServerMetrics
 from hanzo_hub.backends.rawchannel import RawChannel
@@ -73,6 +73,9 @@ class SupervisorHooks(Protocol):
 
     def resource_subscriptions(self, server: str) -> list[str]:
         """The server's own URIs of the resources clients are subscribed to."""
+
+    def on_needs_login(self, server: str) -> None:
+        """A start failed for want of an OAuth login the hub does not hold."""
 
 
 class Slots(Protocol):
@@ -128,6 +131,8 @@ class Supervisor:
         self.in_flight = 0
         self.retired = False
         """Removed from the pool (a reloaded config): it never starts again."""
+        self.needs_login = False
+        """Its last start failed for want of an OAuth login (``hub/login_prompt.py`` may get one)."""
         self.last_used = 0.0
         self.failures = 0
         self.last_error: str | None = None
@@ -296,6 +301,10 @@ class Supervisor:
         with anyio.CancelScope(shield=True), anyio.move_on_after(self._settings.shutdown_timeout + STOP_GRACE):
             await self._ended.wait()
 
+    def forgive(self) -> None:
+        """Forget past failures (a login fixed their cause): the next request starts it at once."""
+        self.failures, self._next_start, self.needs_login = 0, 0.0, False
+
     def status(self) -> dict[str, Any]:
         """A summary for health reports."""
         return {
@@ -392,8 +401,11 @@ class Supervisor:
             elif lost.is_set() and not self._stop.is_set():
                 self._record_failure(f"exited unexpectedly{self._log_hint()}")
         except Exception as exc:  # task boundary: a broken downstream must never take the hub down
+            self.needs_login = needs_login(exc)
             reason = describe_failure(exc, started=attempt.ready.is_set())
             self._record_failure(f"{reason}{self._log_hint()}")
+            if self.needs_login:
+                self._hooks.on_needs_login(self.name)
             attempt.error = exc
         finally:
             self._client = None

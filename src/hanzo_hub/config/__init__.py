@@ -287,6 +287,9 @@ class BackendSettings(_Model):
     watch_config: float = Field(
         default=2.0, ge=0, description="Seconds between checks of the config file for changed servers; 0=never."
     )
+    oauth_prompt: bool = Field(
+        default=True, description="Offer the calling client's user an OAuth login when a remote server needs one."
+    )
 
 
 NetworkMode = Literal["none", "loopback", "full"]

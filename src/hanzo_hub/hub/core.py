@@ -48,6 +48,7 @@ from hanzo_hub.hub.install import install_before_start
 from hanzo_hub.hub.launch import load_secrets, server_sandboxes
 from hanzo_hub.hub.llm_mount import LLM_SERVER, build_llm_server
 from hanzo_hub.hub.llm_runtime import LlmRuntime, wants_llm
+from hanzo_hub.hub.login_prompt import LOGIN_TOOL, LoginPrompt
 from hanzo_hub.hub.memory_mount import MEMORY_SERVER, identity_meta
 from hanzo_hub.hub.memory_mount import build as build_memory
 from hanzo_hub.hub.naming import expose_uri
@@ -108,6 +109,7 @@ class Hub:
             redact=self.guard.redact,
         )
         self.projects = Projects()
+        self.login_prompt = LoginPrompt(self)
         self.bridge = EraBridge()
         self._hashes: dict[str, str] = {}
         self._stored: dict[str, Listing] = {}  # snapshots whose hash is computed only when a live list arrives
@@ -166,6 +168,15 @@ class Hub:
                 self.guard.close()
                 with anyio.CancelScope(shield=True):
                     await self.sandboxes.aclose()
+
+    def background_once(self, task: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None:
+        """Run ``task(*args)`` once in the hub's task group, if the hub runs (else nothing)."""
+        if self._tasks is not None:
+            self._tasks.start_soon(task, *args)
+
+    def on_needs_login(self, server: str) -> None:
+        """A remote server wants an OAuth login: offer one through the clients (``hub/login_prompt.py``)."""
+        self.login_prompt.offer(server)
 
     def background(self, task: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run ``task`` in the hub's task group (now, or when ``run`` starts); it is cancelled at shutdown."""
@@ -339,6 +350,8 @@ class Hub:
         params: types.CallToolRequestParams | None,
     ) -> types.CallToolResult | types.InputRequiredResult:
         """Forward an admitted call to its server (through the era bridge where the eras differ)."""
+        if target.original == LOGIN_TOOL and self.login_prompt.is_placeholder(target.server):
+            return await self.login_prompt.login_tool(target.server, ctx)
         if progress is not None and self.guard.redact is not None:
             progress = redacted_progress(progress, self.guard.redact)
         meta = self.relay.downstream_meta(ctx)
@@ -365,8 +378,14 @@ class Hub:
                 )
             return await client.call_tool(target.original, arguments, progress_callback=progress, meta=meta)
 
+        def forward() -> Awaitable[types.CallToolResult | types.InputRequiredResult]:
+            return self._forward(target.server, ctx, run)
+
         try:
-            result = await self._forward(target.server, ctx, run)
+            try:
+                result = await forward()
+            except BackendError as exc:  # a remote server wanting a login: the client's user may give it now
+                result = await self.login_prompt.mend(target.server, ctx, exc, forward)
         except BackendError as exc:
             return types.CallToolResult(content=[types.TextContent(type="text", text=str(exc))], is_error=True)
         return flag_text_errors(result, self.error_patterns(target.server))

@@ -1,0 +1,172 @@
+"""Logging in from the client: a remote server that needs OAuth authorization asks the calling client's user.
+
+When a call fails because its remote server needs an OAuth login the hub does not hold (``AuthorizationRequired``
+while starting it), and the calling client supports URL-mode elicitation (MCP 2025-11-25: a server sends the user
+to a URL for an out-of-band step such as an OAuth flow), the hub runs the same login as ``hanzo-hub auth login``
+(``hub/oauth_login.py``) with the client as the browser: the authorization URL goes to the client in an
+``elicitation/create`` request (``mode: url``), the user approves it in their browser, the authorization server
+redirects to the hub's loopback callback, the tokens go to the vault, the client hears
+``notifications/elicitation/complete``, and the call is retried once. A client that cannot show URLs, a user who
+declines, or a login that does not finish in time leaves the call's error as it was, with the reason added.
+
+It runs only for handshake-era clients (their session can carry a request back to the client during a call) and
+only where ``backends.oauth_prompt`` is on (the default). One login per server runs at a time; a call that arrives
+while one runs waits for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from hanzo_hub.backends.listing import Listing
+from hanzo_hub.config import HttpServerSpec, SseServerSpec
+from hanzo_hub.errors import AuthorizationFailed, BackendError, BackendUnavailable, HubError
+from hanzo_hub.hub.oauth_login import login
+
+if TYPE_CHECKING:
+    from hanzo_hub.hub.core import Hub
+
+__all__ = ["LOGIN_TOOL", "LoginPrompt"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+LOGIN_SECONDS = 300.0
+"""How long the user has to approve (the call's own deadline may end it sooner)."""
+
+
+LOGIN_TOOL = "login"
+_PLACEHOLDER_INFO = {"name": "hanzo-hub login placeholder", "version": "0"}
+
+
+def _placeholder(server: str) -> Listing:
+    tool = types.Tool(
+        name=LOGIN_TOOL,
+        description=(
+            f"The server '{server}' needs you to authorize hanzo-hub (OAuth) before its tools can be listed. Call "
+            f"this to open its authorization page (or run `hanzo-hub auth login {server}` in a terminal)."
+        ),
+        input_schema={"type": "object", "properties": {}},
+    )
+    return Listing(tools=(tool,), server_info=_PLACEHOLDER_INFO, source="snapshot")
+
+
+def _error(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def _shows_urls(ctx: ServerRequestContext[Any, Any] | None) -> bool:
+    if ctx is None or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return False
+    capabilities = ctx.session.client_capabilities
+    return bool(capabilities and capabilities.elicitation and capabilities.elicitation.url is not None)
+
+
+class LoginPrompt:
+    """Per hub: which servers have a login running, and the login itself."""
+
+    def __init__(self, hub: Hub) -> None:
+        self._hub = hub
+        self._locks: dict[str, anyio.Lock] = {}
+
+    def offer(self, server: str) -> None:
+        """``server`` needs a login and has no listing yet (never started, no snapshot): list one tool in its place,
+        ``<server>__login``, that runs the login. Its real listing replaces it once the server starts."""
+        hub = self._hub
+        if server in hub.registry.listings and not self.is_placeholder(server):
+            return  # a snapshot keeps the server's tools listed; calling one asks for the login (mend)
+        hub.registry.set(server, _placeholder(server))
+        hub.background_once(hub.notifier.changed, {"tools"})
+
+    def is_placeholder(self, server: str) -> bool:
+        listing = self._hub.registry.listings.get(server)
+        return listing is not None and listing.server_info == _PLACEHOLDER_INFO
+
+    async def login_tool(self, server: str, ctx: ServerRequestContext[Any, Any] | None) -> types.CallToolResult:
+        """What calling ``<server>__login`` does: log in through the client, start the server, list its tools."""
+        if ctx is None or not _shows_urls(ctx):
+            return _error(
+                f"The server '{server}' needs an OAuth login, and this client cannot open an authorization page for "
+                f"the hub: run `hanzo-hub auth login {server}` in a terminal."
+            )
+        why = await self.run(server, ctx)
+        if why is not None:
+            return _error(f"The login to server '{server}' failed: {why}")
+        try:
+            await self._hub.pool.get(server).ensure()  # its live listing replaces this tool; clients hear of it
+        except HubError as exc:
+            return _error(f"Logged in, but the server '{server}' did not start: {exc}")
+        tools = len(self._hub.registry.listings[server].tools) if server in self._hub.registry.listings else 0
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=f"Logged in to '{server}'; its {tools} tools are listed now.")]
+        )
+
+    def applies(self, server: str, ctx: ServerRequestContext[Any, Any] | None) -> bool:
+        """Whether a failed call to ``server`` from ``ctx`` may be mended by a login through the client."""
+        hub = self._hub
+        if not hub.settings.backends.oauth_prompt or not _shows_urls(ctx):
+            return False
+        spec = hub.servers.get(server)
+        supervisor = hub.pool.supervisors.get(server)
+        return isinstance(spec, HttpServerSpec | SseServerSpec) and supervisor is not None and supervisor.needs_login
+
+    async def mend(
+        self,
+        server: str,
+        ctx: ServerRequestContext[Any, Any] | None,
+        failure: BackendError,
+        retry: Callable[[], Awaitable[T]],
+    ) -> T:
+        """Log in through the client when that may mend ``failure``, then ``retry`` the call once.
+
+        Raises:
+            BackendError: ``failure`` when no login applies; with the login's reason added when it failed; or what
+                the retry raised.
+        """
+        if ctx is None or not self.applies(server, ctx):
+            raise failure
+        why = await self.run(server, ctx)
+        if why is not None:
+            raise BackendUnavailable(server, f"{failure.reason}; the login through the client failed: {why}")
+        return await retry()
+
+    async def run(self, server: str, ctx: ServerRequestContext[Any, Any]) -> str | None:
+        """Log in to ``server`` through the client of ``ctx``; ``None`` when it worked (retry the call), else why not.
+
+        A call that finds another login to the same server running waits for it, then retries without a second one.
+        """
+        lock = self._locks.setdefault(server, anyio.Lock())
+        supervisor = self._hub.pool.get(server)
+        async with lock:
+            if not supervisor.needs_login:  # a login that ran while this call waited mended it
+                return None
+            elicitation_id = secrets.token_urlsafe(12)
+
+            async def through_client(url: str) -> None:
+                message = f"hanzo-hub needs you to authorize it with the server '{server}' (OAuth)."
+                answer = await ctx.session.elicit_url(message, url, elicitation_id, related_request_id=ctx.request_id)
+                if answer.action != "accept":
+                    raise AuthorizationFailed(f"the user did not open the authorization page ({answer.action})")
+
+            try:
+                settings = self._hub.settings
+                await login(settings, server, open_url=through_client, notify=logger.info, timeout=LOGIN_SECONDS)
+            except HubError as exc:
+                logger.warning("OAuth login to server %s through the client failed: %s", server, exc)
+                return str(exc)
+            supervisor.forgive()
+            try:
+                await ctx.session.send_elicit_complete(elicitation_id, related_request_id=ctx.request_id)
+            except Exception:  # the notice is a courtesy; the login worked either way
+                logger.debug("elicitation/complete could not be sent", exc_info=True)
+            logger.info("server %s: logged in through the client", server)
+            return None
