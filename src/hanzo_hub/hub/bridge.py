@@ -10,16 +10,22 @@ timeout and expire if the client never comes back.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
 import anyio.abc
 import mcp_types as types
 from mcp import MCPError
 from mcp.shared.dispatcher import ProgressFnT
+
+from hanzo_hub.errors import BackendError
+from hanzo_hub.hub.downstream_requests import is_modern
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +84,46 @@ class EraBridge:
     def bind(self, task_group: anyio.abc.TaskGroup | None) -> None:
         """The task group parked calls run in (the hub's)."""
         self._tg = task_group
+
+    async def call_tool(
+        self,
+        pool: Any,
+        server: str,
+        calling: Callable[[Parked], AbstractContextManager[Any]],
+        tool: str,
+        arguments: dict[str, Any] | None,
+        params: types.CallToolRequestParams | None,
+        meta: types.RequestParamsMeta | None,
+        progress: ProgressFnT | None,
+    ) -> types.CallToolResult | types.InputRequiredResult | None:
+        """A stateless-era client's call of ``tool`` on a handshake-era ``server`` (of the backend ``pool``), through
+        the bridge; ``None`` when the server speaks the stateless era itself. ``calling(parked)`` marks the downstream
+        requests made meanwhile as this call's (the hub's relay).
+
+        Progress goes to whichever round of the client's request is current (``parked.progress``).
+        """
+        try:
+            supervisor = pool.get(server)
+            if params is not None and params.request_state and self.knows(params.request_state):
+                return await self.settle(self.resume(tool, params, progress))
+            if is_modern(await supervisor.ensure()):
+                return None
+
+            async def run(parked: Parked) -> types.CallToolResult:
+                async def relay_progress(progress: float, total: float | None, message: str | None) -> None:
+                    if parked.progress is not None:
+                        with contextlib.suppress(Exception):  # a finished round cannot take progress any more
+                            await parked.progress(progress, total, message)
+
+                with calling(parked):
+                    result: types.CallToolResult = await supervisor.request(
+                        lambda c: c.call_tool(tool, arguments, progress_callback=relay_progress, meta=meta)
+                    )
+                    return result
+
+            return await self.settle(self.start(tool, run, progress))
+        except BackendError as exc:
+            return types.CallToolResult(content=[types.TextContent(type="text", text=str(exc))], is_error=True)
 
     def start(
         self, tool: str, run: Callable[[Parked], Awaitable[types.CallToolResult]], progress: ProgressFnT | None = None

@@ -8,7 +8,7 @@ one broken server never hides the others.
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from contextlib import asynccontextmanager
@@ -40,7 +40,7 @@ from hanzo_hub.errors import (
     ResourceNotFound,
     ToolNotFound,
 )
-from hanzo_hub.hub.bridge import EraBridge, Parked
+from hanzo_hub.hub.bridge import EraBridge
 from hanzo_hub.hub.downstream_requests import is_modern, legacy_request, set_level_request, subscription_request
 from hanzo_hub.hub.guard import Guard
 from hanzo_hub.hub.identity import acting
@@ -361,7 +361,10 @@ class Hub:
             if on_behalf is not None and ctx is None:
                 meta = {**meta, **identity_meta(on_behalf.user, on_behalf.project, on_behalf.session)}
         if ctx is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            bridged = await self._bridged_call(target, arguments, ctx, params, meta, progress)
+            calling = functools.partial(self.relay.calling, target.server, ctx)
+            bridged = await self.bridge.call_tool(
+                self.pool, target.server, calling, target.original, arguments, params, meta, progress
+            )
             if bridged is not None:
                 return flag_text_errors(bridged, self.error_patterns(target.server))
 
@@ -393,41 +396,6 @@ class Hub:
     def error_patterns(self, server: str) -> tuple[str, ...]:
         """The patterns whose text marks a result of ``server`` as a failure (``hub.results``)."""
         return self.servers[server].error_patterns
-
-    async def _bridged_call(
-        self,
-        target: Target,
-        arguments: dict[str, Any] | None,
-        ctx: ServerRequestContext[Any, Any],
-        params: types.CallToolRequestParams | None,
-        meta: types.RequestParamsMeta | None,
-        progress: ProgressFnT | None,
-    ) -> types.CallToolResult | types.InputRequiredResult | None:
-        """A stateless-era client's call of a handshake-era server's tool, through the era bridge; else ``None``.
-
-        Progress goes to whichever round of the client's request is current (``parked.progress``).
-        """
-        supervisor = self.pool.get(target.server)
-        try:
-            if params is not None and params.request_state and self.bridge.knows(params.request_state):
-                return await self.bridge.settle(self.bridge.resume(target.original, params, progress))
-            if is_modern(await supervisor.ensure()):
-                return None
-
-            async def run(parked: Parked) -> types.CallToolResult:
-                async def relay_progress(progress: float, total: float | None, message: str | None) -> None:
-                    if parked.progress is not None:
-                        with contextlib.suppress(Exception):  # a finished round cannot take progress any more
-                            await parked.progress(progress, total, message)
-
-                with self.relay.calling(target.server, ctx, parked):
-                    return await supervisor.request(
-                        lambda c: c.call_tool(target.original, arguments, progress_callback=relay_progress, meta=meta)
-                    )
-
-            return await self.bridge.settle(self.bridge.start(target.original, run, progress))
-        except BackendError as exc:
-            return types.CallToolResult(content=[types.TextContent(type="text", text=str(exc))], is_error=True)
 
     async def _forward(
         self,
