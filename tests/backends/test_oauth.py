@@ -59,6 +59,12 @@ async def do_login(settings: HubSettings, server: str = "remote", **kwargs: Any)
     return await login(settings, server, notify=lambda text: None, **kwargs)
 
 
+async def listed_after_login(settings: HubSettings) -> None:
+    """Log in to ``remote`` and serve one call, so the hub keeps a snapshot of its tools."""
+    await do_login(settings)
+    assert (await call(settings, "remote__whoami"))[0] is False
+
+
 def stored(settings: HubSettings, server: str = "remote") -> OAuthRecord | None:
     return OAuthStore(settings.vault_dir, settings.sandbox.keyring_service).load_sync(server)
 
@@ -148,8 +154,7 @@ async def test_a_server_asking_for_a_login_the_hub_lacks_fails_alone(make_settin
 async def test_a_revoked_grant_asks_for_a_new_login(make_settings: MakeSettings) -> None:
     with oauth_server() as origin:
         settings = make_settings({"remote": remote(origin)}, exposure=PREFIXED)
-        await do_login(settings)
-        assert (await call(settings, "remote__whoami"))[0] is False  # listed once: the hub keeps a snapshot
+        await listed_after_login(settings)
         httpx2.post(f"{origin}/forget")  # the server drops every token it issued
         failed, text = await call(settings, "remote__whoami")
         assert failed
@@ -167,8 +172,7 @@ async def test_a_revoked_grant_asks_for_a_new_login(make_settings: MakeSettings)
 async def test_a_rejected_access_token_is_refreshed_before_giving_up(make_settings: MakeSettings) -> None:
     with oauth_server() as origin:
         settings = make_settings({"remote": remote(origin)}, exposure=PREFIXED)
-        await do_login(settings)
-        assert (await call(settings, "remote__whoami"))[0] is False
+        await listed_after_login(settings)
         httpx2.post(f"{origin}/forget?keep_refresh=1")  # the access token dies early; the grant lives on
         failed, text = await call(settings, "remote__whoami")
         assert not failed
@@ -318,8 +322,7 @@ class UrlClient:
 async def test_a_login_the_hub_lost_is_given_again_through_the_client(make_settings: MakeSettings) -> None:
     with oauth_server() as origin:
         settings = make_settings({"remote": remote(origin)}, exposure=PREFIXED)
-        await do_login(settings)
-        assert (await call(settings, "remote__whoami"))[0] is False  # listed once: a snapshot
+        await listed_after_login(settings)
         httpx2.post(f"{origin}/forget")  # the grant is gone, refresh token too
         user = UrlClient()
         async with (
@@ -342,8 +345,7 @@ async def test_a_login_the_hub_lost_is_given_again_through_the_client(make_setti
 async def test_a_user_who_declines_gets_the_error_and_why(make_settings: MakeSettings) -> None:
     with oauth_server() as origin:
         settings = make_settings({"remote": remote(origin)}, exposure=PREFIXED)
-        await do_login(settings)
-        assert (await call(settings, "remote__whoami"))[0] is False
+        await listed_after_login(settings)
         httpx2.post(f"{origin}/forget")
         user = UrlClient("decline")
         async with (
