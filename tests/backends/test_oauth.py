@@ -386,11 +386,13 @@ async def test_a_server_never_logged_in_offers_a_login_tool(make_settings: MakeS
             result = await client.call_tool("remote__login", {})
             after = await listed(client, "remote__whoami")
             whoami = await client.call_tool("remote__whoami", {})
+            echoed = await client.call_tool("remote__echo_token", {})  # the vault was empty when the hub started
         assert {n for n in before if n.startswith("remote__")} == {"remote__login"}
         assert not result.is_error, text_of(result)
         assert text_of(result) == "Logged in to 'remote'; its 3 tools are listed now."
         assert {n for n in after if n.startswith("remote__")} == {"remote__whoami", "remote__add", "remote__echo_token"}
         assert text_of(whoami).startswith("alice via ")
+        assert text_of(echoed) == "[redacted:oauth.remote.access]"
         assert len(user.asked) == 1
         assert user.completed == [user.asked[0].elicitation_id]
         record = stored(settings)

@@ -100,7 +100,8 @@ class Hub:
         self.notifier = ChangeNotifier()
         self._background: list[Callable[[], Coroutine[Any, Any, None]]] = []
         self._tasks: anyio.abc.TaskGroup | None = None
-        self.guard = Guard(settings, entries, self.registry, secrets)
+        remote = any(spec.kind in ("http", "sse") for spec in servers.values())
+        self.guard = Guard(settings, entries, self.registry, secrets, remote=remote)
         self.relay = Relay(
             self.notifier,
             user=settings.user,

@@ -326,7 +326,8 @@ class RawToolCalls:
         if unstamped is not raw:
             raw, text = unstamped, None
         cap = admission.decision.max_result_bytes
-        if hub.guard.redactor is None and cap is not None and _within(raw, text, cap):
+        redactor = hub.guard.redactor
+        if (redactor is None or redactor.empty) and cap is not None and _within(raw, text, cap):
             passed: dict[str, Any] = raw
             return passed, text  # nothing to redact, nothing to cap: the bytes pass as they came
         try:

@@ -173,13 +173,18 @@ class Guard:
         catalog: Mapping[str, CatalogEntry],
         registry: Registry,
         secrets: Mapping[str, str] | None = None,
+        *,
+        remote: bool = False,
     ) -> None:
         sandbox = settings.sandbox
         if not sandbox.roots:
             project = settings.catalog.project or Path.cwd()
             sandbox = sandbox.model_copy(update={"roots": {"*": (project,)}})
-        # OAuth records are JSON values: their tokens are redacted one by one, as are those obtained later
-        self.redactor = Redactor({**secrets, **record_secrets(secrets)}) if secrets else None
+        # OAuth records are JSON values: their tokens are redacted one by one, as are those obtained later. With
+        # remote servers there is a redactor even while the vault is empty: a login during serving fills it.
+        secrets = secrets or {}
+        self.redactor = Redactor({**secrets, **record_secrets(secrets)}) if secrets or remote else None
+        self._unredacted_warned = False
         self.redact: Callable[[str], str] | None = self.redactor.redact if self.redactor is not None else None
         """The vault's redaction of a text (``None``: the vault is empty), for everything bound for a client."""
         self.engine = PolicyEngine(sandbox, redact=self.redact)
@@ -203,9 +208,12 @@ class Guard:
 
     def learn_secret(self, name: str, value: str) -> None:
         """Redact ``value`` too from now on (an OAuth token obtained while serving). A hub that started with an
-        empty vault has no redactor; it redacts such tokens after a restart."""
+        empty vault and no remote server has no redactor; it redacts such tokens after a restart (logged)."""
         if self.redactor is not None:
             self.redactor.add(name, value)
+        elif not self._unredacted_warned:  # a remote server added by a reload to a hub that had none
+            self._unredacted_warned = True
+            logger.warning("restart the hub so that it redacts the OAuth tokens of its remote servers")
 
     def reconfigure(self, settings: HubSettings, catalog: Mapping[str, CatalogEntry]) -> None:
         """The catalog servers served after a reloaded config, and their policies."""

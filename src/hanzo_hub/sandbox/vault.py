@@ -237,6 +237,11 @@ class Redactor:
         pattern = re.compile("|".join(map(re.escape, ordered))) if ordered else None
         self._names, self._pattern = forms, pattern  # swapped together: a redact running now sees old or new
 
+    @property
+    def empty(self) -> bool:
+        """Whether there is nothing to redact yet (``redact`` returns every text unchanged)."""
+        return self._pattern is None
+
     def add(self, name: str, value: str) -> None:
         """Redact ``value`` too from now on (an OAuth token the hub obtained while serving); every holder of
         :meth:`redact` sees it."""
