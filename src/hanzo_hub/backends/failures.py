@@ -7,10 +7,11 @@ from mcp import MCPError
 
 from hanzo_hub.errors import AuthorizationRequired, SandboxError
 
-__all__ = ["describe_failure", "needs_login"]
+__all__ = ["describe_failure", "innermost", "needs_login"]
 
 
-def _leaf(exc: BaseException) -> BaseException:
+def innermost(exc: BaseException) -> BaseException:
+    """The first leaf of an exception group (task groups nest a connection's real error); ``exc`` itself otherwise."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return exc
@@ -18,7 +19,7 @@ def _leaf(exc: BaseException) -> BaseException:
 
 def describe_failure(exc: BaseException, *, started: bool) -> str:
     """Why a connection attempt failed, in words (the innermost error of a group)."""
-    leaf = _leaf(exc)
+    leaf = innermost(exc)
     if isinstance(leaf, TimeoutError):
         return "did not complete its handshake in time" if not started else "timed out"
     if isinstance(leaf, FileNotFoundError):
@@ -38,4 +39,4 @@ def describe_failure(exc: BaseException, *, started: bool) -> str:
 
 def needs_login(exc: BaseException) -> bool:
     """Whether a connection attempt failed because the server wants an OAuth login the hub does not hold."""
-    return isinstance(_leaf(exc), AuthorizationRequired)
+    return isinstance(innermost(exc), AuthorizationRequired)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 import httpx2
@@ -20,9 +20,9 @@ READ_TIMEOUT = 300.0
 """Idle time allowed on a server-sent event stream."""
 
 
-def _headers(spec: HttpServerSpec | SseServerSpec, context: ConnectContext) -> dict[str, str]:
-    """The spec's headers, ``${vault:NAME}`` references filled from the vault (raises ``VaultError``)."""
-    return {name: expand_secrets(value.get_secret_value(), context.secrets) for name, value in spec.headers.items()}
+def remote_headers(spec: HttpServerSpec | SseServerSpec, secrets: Mapping[str, str]) -> dict[str, str]:
+    """The spec's headers, ``${vault:NAME}`` references filled from ``secrets`` (raises ``VaultError``)."""
+    return {name: expand_secrets(value.get_secret_value(), secrets) for name, value in spec.headers.items()}
 
 
 def _client_factory(server: str, oauth: httpx2.Auth | None) -> McpHttpClientFactory:
@@ -39,27 +39,47 @@ def _client_factory(server: str, oauth: httpx2.Auth | None) -> McpHttpClientFact
 
 
 @asynccontextmanager
+async def open_remote(
+    spec: HttpServerSpec | SseServerSpec,
+    server: str,
+    headers: dict[str, str],
+    connect_timeout: float,
+    oauth: httpx2.Auth | None,
+) -> AsyncIterator[TransportStreams]:
+    """A streamable HTTP or legacy SSE transport to ``spec`` with ``headers`` and ``oauth`` (see ``_client_factory``);
+    the HTTP client lives as long as the connection. Serving and ``hanzo-hub auth login`` both connect through it."""
+    factory = _client_factory(server, oauth)
+    if isinstance(spec, HttpServerSpec):
+        timeout = httpx2.Timeout(connect_timeout, read=READ_TIMEOUT)
+        async with (
+            factory(headers=headers, timeout=timeout) as http,
+            streamable_http_client(spec.url, http_client=http) as streams,
+        ):
+            yield streams
+        return
+    async with sse_client(
+        spec.url,
+        headers=headers,
+        timeout=connect_timeout,
+        sse_read_timeout=READ_TIMEOUT,
+        httpx_client_factory=factory,
+    ) as streams:
+        yield streams
+
+
+@asynccontextmanager
 async def connect_streamable(spec: HttpServerSpec, context: ConnectContext) -> AsyncIterator[TransportStreams]:
-    """A streamable HTTP transport with the spec's headers; the HTTP client lives as long as the connection."""
-    timeout = httpx2.Timeout(context.connect_timeout, read=READ_TIMEOUT)
+    """A streamable HTTP transport, with the hub's OAuth login for the server if it holds one."""
     auth = await authorization(spec, context.server, context.oauth, context.secrets, context.learn_secret)
-    factory = _client_factory(context.server, auth)
-    async with (
-        factory(headers=_headers(spec, context), timeout=timeout) as http,
-        streamable_http_client(spec.url, http_client=http) as streams,
-    ):
+    headers = remote_headers(spec, context.secrets)
+    async with open_remote(spec, context.server, headers, context.connect_timeout, auth) as streams:
         yield streams
 
 
 @asynccontextmanager
 async def connect_sse(spec: SseServerSpec, context: ConnectContext) -> AsyncIterator[TransportStreams]:
-    """A legacy HTTP+SSE transport."""
+    """A legacy HTTP+SSE transport, with the hub's OAuth login for the server if it holds one."""
     auth = await authorization(spec, context.server, context.oauth, context.secrets, context.learn_secret)
-    async with sse_client(
-        spec.url,
-        headers=_headers(spec, context),
-        timeout=context.connect_timeout,
-        sse_read_timeout=READ_TIMEOUT,
-        httpx_client_factory=_client_factory(context.server, auth),
-    ) as streams:
+    headers = remote_headers(spec, context.secrets)
+    async with open_remote(spec, context.server, headers, context.connect_timeout, auth) as streams:
         yield streams

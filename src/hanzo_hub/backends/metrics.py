@@ -9,9 +9,10 @@ The HTTP app serves the registry at ``/metrics`` (``transports/metrics_http.py``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -25,6 +26,8 @@ __all__ = ["NO_METRICS", "OUTCOMES", "BackendMetrics", "PoolCollector", "ServerM
 OUTCOMES = ("ok", "error", "timeout", "crashed", "unavailable", "cancelled")
 """A request's outcome: answered, answered with a protocol error (or failed otherwise), no answer in time, the
 connection ended under it, the server could not be started (or its circuit is open), or the caller gave up."""
+
+T = TypeVar("T")
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
@@ -56,10 +59,24 @@ class ServerMetrics:
     def failed(self, exc: BaseException, seconds: float) -> None:
         self.record(outcome_of(exc), seconds)
 
+    async def timed(self, request: Awaitable[T]) -> T:
+        """Await one downstream ``request``, counting its outcome and latency."""
+        began = time.perf_counter()
+        try:
+            result = await request
+        except BaseException as exc:
+            self.failed(exc, time.perf_counter() - began)
+            raise
+        self.record("ok", time.perf_counter() - began)
+        return result
+
 
 class _NoMetrics(ServerMetrics):
     def record(self, outcome: str, seconds: float) -> None:
         return None
+
+    async def timed(self, request: Awaitable[T]) -> T:
+        return await request
 
 
 NO_METRICS: ServerMetrics = _NoMetrics({}, None)

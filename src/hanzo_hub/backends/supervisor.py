@@ -178,32 +178,27 @@ class Supervisor:
             BackendCrashed: the connection ended mid-request.
             MCPError: the server answered with a protocol error (passed through).
         """
-        deadline = timeout or self.call_timeout
-        began = time.perf_counter()
+        return await self.metrics.timed(self._request(op, timeout or self.call_timeout))
+
+    async def _request(self, op: Callable[[Client], Awaitable[T]], deadline: float) -> T:
+        # ``use()`` inlined: this runs for every call, and a generator-based context manager costs more than the rest
+        client = self._client if self.state is State.RUNNING else None
+        if client is None:
+            client = await self.ensure()
+        self.in_flight += 1
         try:
-            # ``use()`` inlined: this runs for every call, and a generator-based context manager costs more than the
-            # rest
-            client = self._client if self.state is State.RUNNING else None
-            if client is None:
-                client = await self.ensure()
-            self.in_flight += 1
+            ended = self._ended  # this connection's, captured before a restart could replace it
             try:
-                ended = self._ended  # this connection's, captured before a restart could replace it
-                try:
-                    with anyio.fail_after(deadline):
-                        result = await op(client)
-                except TimeoutError:
-                    raise BackendTimeout(self.name, f"did not answer within {deadline:g} s") from None
-                except MCPError as exc:
-                    if exc.code == types.CONNECTION_CLOSED:
-                        raise await self._lost(ended) from None
-                    raise
-            finally:
-                self._done()
-        except BaseException as exc:
-            self.metrics.failed(exc, time.perf_counter() - began)
-            raise
-        self.metrics.record("ok", time.perf_counter() - began)
+                with anyio.fail_after(deadline):
+                    result = await op(client)
+            except TimeoutError:
+                raise BackendTimeout(self.name, f"did not answer within {deadline:g} s") from None
+            except MCPError as exc:
+                if exc.code == types.CONNECTION_CLOSED:
+                    raise await self._lost(ended) from None
+                raise
+        finally:
+            self._done()
         self.failures = 0
         return result
 
@@ -224,23 +219,21 @@ class Supervisor:
         channel = self._channel
         if self._client is not client or self.state is not State.RUNNING or channel is None or not channel.open:
             return None
+        return await self.metrics.timed(self._raw_request(channel, method, params, timeout))
+
+    async def _raw_request(
+        self, channel: RawChannel, method: str, params: dict[str, Any], timeout: float
+    ) -> tuple[dict[str, Any], bytes | None]:
         self.in_flight += 1
         ended = self._ended
-        began = time.perf_counter()
         try:
             answer = await channel.request_text(method, params, timeout=timeout)
         except MCPError as exc:
-            failure = await self._lost(ended) if exc.code == types.CONNECTION_CLOSED else exc
-            self.metrics.failed(failure, time.perf_counter() - began)
-            if failure is exc:
-                raise
-            raise failure from None
-        except BaseException as exc:
-            self.metrics.failed(exc, time.perf_counter() - began)
+            if exc.code == types.CONNECTION_CLOSED:
+                raise await self._lost(ended) from None
             raise
         finally:
             self._done()
-        self.metrics.record("ok", time.perf_counter() - began)
         self.failures = 0
         return answer
 

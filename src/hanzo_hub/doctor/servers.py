@@ -105,7 +105,9 @@ def _listed(listing: Listing | None, source: str) -> str:
     return f"{len(listing.tools)} tools ({source})"
 
 
-def _server_check(hub: Hub, name: str, spec: ServerSpec, entry: CatalogEntry | None, secrets: set[str]) -> Check:
+def _server_check(
+    hub: Hub, name: str, spec: ServerSpec, entry: CatalogEntry | None, secrets: set[str], store: OAuthStore
+) -> Check:
     settings = hub.settings
     fails: list[tuple[str, str]] = []
     warns: list[tuple[str, str]] = []
@@ -123,7 +125,7 @@ def _server_check(hub: Hub, name: str, spec: ServerSpec, entry: CatalogEntry | N
         parts.append("in-process")
     else:
         parts.append(spec.url)
-        _oauth_state(hub, name, spec, parts, fails)
+        _oauth_state(store, name, spec, parts, fails)
     missing = sorted(_secret_refs(spec) - secrets)
     if missing:
         fails.append((f"secret {', '.join(missing)} not in the vault", f"hanzo-hub secrets set {missing[0]}"))
@@ -140,12 +142,12 @@ def _server_check(hub: Hub, name: str, spec: ServerSpec, entry: CatalogEntry | N
 
 
 def _oauth_state(
-    hub: Hub, name: str, spec: HttpServerSpec | SseServerSpec, parts: list[str], fails: list[tuple[str, str]]
+    store: OAuthStore, name: str, spec: HttpServerSpec | SseServerSpec, parts: list[str], fails: list[tuple[str, str]]
 ) -> None:
     """A remote server's OAuth login: its expiry when there is one; a failure when the config says the server needs
     one and none is usable. (Without ``oauth`` in the config only ``--probe`` can tell whether the server asks.)"""
     try:
-        record = OAuthStore(hub.settings.vault_dir, hub.settings.sandbox.keyring_service).load_sync(name)
+        record = store.load_sync(name)
     except VaultError as exc:
         fails.append((f"its OAuth login cannot be read: {exc}", "see the vault check"))
         return
@@ -160,7 +162,10 @@ def check_servers(hub: Hub, secrets: set[str]) -> list[Check]:
     """One check a downstream server the hub would serve (nothing is started)."""
     if not hub.servers:
         return [Check("servers", "warn", "no downstream servers", "hanzo-hub import, or add mcpServers to the config")]
-    return [_server_check(hub, n, s, hub.catalog_entries.get(n), secrets) for n, s in sorted(hub.servers.items())]
+    store = OAuthStore(hub.settings.vault_dir, hub.settings.sandbox.keyring_service)  # one vault for every server
+    return [
+        _server_check(hub, n, s, hub.catalog_entries.get(n), secrets, store) for n, s in sorted(hub.servers.items())
+    ]
 
 
 def _probe_failure(hub: Hub, name: str, said: str) -> Check:

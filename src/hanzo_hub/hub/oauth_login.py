@@ -24,18 +24,17 @@ import httpx2
 import uvicorn
 from mcp import Client
 from mcp.client.auth import AuthorizationCodeResult, OAuthFlowError, OAuthRegistrationError, OAuthTokenError
-from mcp.client.sse import sse_client
-from mcp.client.streamable_http import streamable_http_client
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 from starlette.routing import Route
 
+from hanzo_hub.backends.failures import innermost
+from hanzo_hub.backends.http import open_remote, remote_headers
 from hanzo_hub.backends.oauth import OAuthRecord, OAuthStore, RemoteSpec, VaultTokenStorage, provider
 from hanzo_hub.config import HttpServerSpec, HubSettings, SseServerSpec
 from hanzo_hub.errors import AuthorizationFailed, ConfigError, HubError
 from hanzo_hub.hub.launch import load_secrets
-from hanzo_hub.sandbox.vault import expand_secrets
 
 __all__ = ["LoginResult", "browser_opener", "login", "remote_spec"]
 
@@ -184,10 +183,10 @@ async def login(
         await open_url(url)
 
     auth = provider(storage, spec, redirect_uri, redirect, lambda: callback.wait(timeout))
-    headers = {name: expand_secrets(value.get_secret_value(), secrets) for name, value in spec.headers.items()}
+    headers = remote_headers(spec, secrets)
     try:
         async with _serving(callback, sock):
-            tools = await _list_tools(spec, headers, auth, settings.backends.connect_timeout)
+            tools = await _list_tools(spec, server, headers, auth, settings.backends.connect_timeout)
     except (OAuthFlowError, OAuthTokenError, OAuthRegistrationError) as exc:
         raise AuthorizationFailed(f"OAuth with server '{server}' failed: {exc}") from exc
     except BaseExceptionGroup as group:
@@ -198,23 +197,13 @@ async def login(
     return LoginResult(server, record, tools, registered=storage.record.client is not None and not had_client)
 
 
-async def _list_tools(spec: RemoteSpec, headers: dict[str, str], auth: httpx2.Auth, timeout: float) -> int:
-    http_timeout = httpx2.Timeout(timeout, read=300.0)
-    if spec.kind == "http":
-        async with (
-            httpx2.AsyncClient(headers=headers, timeout=http_timeout, auth=auth) as http,
-            Client(streamable_http_client(spec.url, http_client=http), mode=spec.protocol) as client,
-        ):
-            return len((await client.list_tools()).tools)
-    transport = sse_client(spec.url, headers=headers, timeout=timeout, auth=auth)
-    async with Client(transport, mode=spec.protocol) as client:
+async def _list_tools(spec: RemoteSpec, server: str, headers: dict[str, str], auth: httpx2.Auth, timeout: float) -> int:
+    async with Client(open_remote(spec, server, headers, timeout, auth), mode=spec.protocol) as client:
         return len((await client.list_tools()).tools)
 
 
 def _leaf(group: BaseExceptionGroup[BaseException], server: str) -> BaseException:
-    exc: BaseException = group
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
+    exc = innermost(group)
     if isinstance(exc, OAuthFlowError | OAuthTokenError | OAuthRegistrationError):
         return AuthorizationFailed(f"OAuth with server '{server}' failed: {exc}")
     if isinstance(exc, HubError):

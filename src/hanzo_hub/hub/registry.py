@@ -89,7 +89,6 @@ class Registry:
         overrides: Mapping[str, Mapping[str, ToolOverrideSpec]] | None = None,
         filters: Mapping[str, ToolFilterSpec | None] | None = None,
     ) -> None:
-        self._configure(servers, aliases, prefix, overrides, filters)
         self.listings: dict[str, Listing] = {}
         self._views: dict[str, _View] = {}
         self._tools: dict[str, Target] = {}
@@ -97,21 +96,7 @@ class Registry:
         self._uris: dict[str, Target] = {}
         self._cache: _View = _View()
         self._stale = False
-
-    def _configure(
-        self,
-        servers: Iterable[str],
-        aliases: Mapping[str, str],
-        prefix: bool | Iterable[str],
-        overrides: Mapping[str, Mapping[str, ToolOverrideSpec]] | None,
-        filters: Mapping[str, ToolFilterSpec | None] | None,
-    ) -> None:
-        self._order = list(servers)
-        self._overrides = {name: dict(fixes) for name, fixes in (overrides or {}).items() if fixes}
-        self._filters = {name: keep for name, keep in (filters or {}).items() if keep is not None}
-        self._aliases = dict(aliases)
-        self._by_alias = {alias: name for name, alias in self._aliases.items()}
-        self._prefixed = frozenset(self._order if prefix is True else () if prefix is False else prefix)
+        self.reconfigure(servers, aliases, prefix=prefix, overrides=overrides, filters=filters)
 
     def reconfigure(
         self,
@@ -122,9 +107,15 @@ class Registry:
         overrides: Mapping[str, Mapping[str, ToolOverrideSpec]] | None = None,
         filters: Mapping[str, ToolFilterSpec | None] | None = None,
     ) -> None:
-        """A new set of servers (a reloaded config): the listings of servers that remain are exposed again under
-        the new aliases, prefixes, overrides and filters; those of servers that went are dropped."""
-        self._configure(servers, aliases, prefix, overrides, filters)
+        """Serve this set of servers (at start, and for a reloaded config): the listings of servers that remain are
+        exposed again under the new aliases, prefixes, overrides and filters; those of servers that went are
+        dropped."""
+        self._order = list(servers)
+        self._overrides = {name: dict(fixes) for name, fixes in (overrides or {}).items() if fixes}
+        self._filters = {name: keep for name, keep in (filters or {}).items() if keep is not None}
+        self._aliases = dict(aliases)
+        self._by_alias = {alias: name for name, alias in self._aliases.items()}
+        self._prefixed = frozenset(self._order if prefix is True else () if prefix is False else prefix)
         kept = {name: listing for name, listing in self.listings.items() if name in self._aliases}
         self.listings, self._views = {}, {}
         for name, listing in kept.items():
