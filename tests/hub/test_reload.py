@@ -16,6 +16,7 @@ import pytest
 from mcp import Client, MCPError
 
 from hanzo_hub.config import HubSettings
+from hanzo_hub.errors import BackendUnavailable
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.server import build_server
 from hanzo_hub.sandbox.vault import Vault
@@ -129,3 +130,18 @@ async def test_a_secret_set_after_start_waits_for_a_restart(
         await names_until(client, lambda names: "alpha__echo" in names)
         assert "late" in hub.servers
         assert "LATE" not in hub.secrets
+
+
+async def test_a_removed_server_never_starts_again(make_settings: MakeSettings) -> None:
+    """A call that fetched the supervisor just before the reload removed it must not start the old server."""
+    settings = make_settings({"alpha": inproc("alpha"), "beta": inproc("beta")}, backends=WATCH)
+    async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
+        await names_until(client, lambda names: "alpha__echo" in names)
+        fetched = hub.pool.get("alpha")
+        rewrite(settings, {"beta": inproc("beta")})
+        await names_until(client, lambda names: "alpha__echo" not in names)
+        with pytest.raises(BackendUnavailable, match="was removed from the configuration"):
+            await fetched.ensure()
+        with pytest.raises(BackendUnavailable, match="is not configured"):
+            hub.pool.get("alpha")
+        assert fetched.state.value == "stopped"
