@@ -14,6 +14,7 @@ from hanzo_hub.backends.snapshot import SnapshotStore
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.naming import NAME_PATTERN
 from hanzo_hub.hub.server import SERVER_NAME, build_server
+from hanzo_hub.hub.status import STATUS_URI
 from tests.conftest import MakeSettings, inproc, text_of, wait_until
 from tests.fixtures.downstream import build
 
@@ -93,7 +94,7 @@ async def test_resources_templates_and_prompts_are_namespaced(make_settings: Mak
         doc = await client.read_resource("hub://beta/fixture://doc")
         item = await client.read_resource("hub://alpha/fixture://items/widget")
         prompt = await client.get_prompt("alpha__greet", {"name": "Ada"})
-    assert {str(r.uri) for r in resources} == {"hub://alpha/fixture://doc", "hub://beta/fixture://doc"}
+    assert {str(r.uri) for r in resources} == {"hub://alpha/fixture://doc", "hub://beta/fixture://doc", STATUS_URI}
     assert {t.uri_template for t in templates} == {
         "hub://alpha/fixture://items/{item}",
         "hub://beta/fixture://items/{item}",
@@ -114,7 +115,7 @@ async def test_a_single_server_is_exposed_without_prefix(
         echoed = await client.call_tool("echo", {"text": "plain"})
         item = await client.read_resource("fixture://items/x")
     assert names == fixture_tools
-    assert resources == {"fixture://doc"}
+    assert resources == {"fixture://doc", STATUS_URI}
     assert text_of(echoed) == "plain"
     assert [c.text for c in item.contents if isinstance(c, types.TextResourceContents)] == ["item x"]
 

@@ -300,6 +300,7 @@ class Supervisor:
 
     def status(self) -> dict[str, Any]:
         """A summary for health reports."""
+        retry_in = max(0.0, self._next_start - self._clock()) if self.failures else 0.0
         return {
             "state": self.state.value,
             "in_flight": self.in_flight,
@@ -307,6 +308,8 @@ class Supervisor:
             "starts": self.starts,
             "last_error": self.last_error,
             "circuit_open": self._circuit_open(),
+            "retry_in_s": round(retry_in, 1),
+            "needs_login": self.needs_login,
         }
 
     # -- internals ----------------------------------------------------------------------------------------------

@@ -130,6 +130,11 @@ class Registry:
         """The alias of ``server``."""
         return self._aliases[server]
 
+    def counts(self, server: str) -> dict[str, int]:
+        """How many tools, resources, templates and prompts of ``server`` are exposed now (after filters)."""
+        view = self._views.get(server, _View())
+        return {kind: len(getattr(view, kind)) for kind in ("tools", "resources", "templates", "prompts")}
+
     def set(self, server: str, listing: Listing) -> set[str]:
         """Record ``server``'s listing; returns the kinds (``tools``, ``resources``, ``prompts``) whose view changed."""
         old = self._views.get(server, _View())

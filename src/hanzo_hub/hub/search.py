@@ -422,11 +422,19 @@ def promote(promoted: set[str] | dict[str, None], names: set[str]) -> bool:
     return bool(new)
 
 
-def selection_result(selection: Selection, chosen: list[types.Tool]) -> types.CallToolResult:
-    """``find_tools``' answer: the definitions as structured content, a readable summary as text."""
+def selection_result(
+    selection: Selection, chosen: list[types.Tool], unavailable: dict[str, str] | None = None
+) -> types.CallToolResult:
+    """``find_tools``' answer: the definitions as structured content, a readable summary as text; ``unavailable``
+    gives, for chosen tools whose server cannot answer now, why (``hub/status.py``)."""
+    unavailable = unavailable or {}
     definitions = [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in chosen]
     scores = {c.id: round(c.score, 4) for c in selection.tools}
-    lines = [f"{tool.name}: {(tool.description or '').strip().splitlines()[0][:160]}" for tool in chosen if tool]
+    lines = [
+        f"{tool.name}: {next(iter((tool.description or '').strip().splitlines()), '')[:160]}"
+        + (f" [server {unavailable[tool.name]}]" if tool.name in unavailable else "")
+        for tool in chosen
+    ]
     text = "\n".join(lines) if lines else "No matching tools."
     structured = {
         "tools": definitions,
@@ -436,5 +444,6 @@ def selection_result(selection: Selection, chosen: list[types.Tool]) -> types.Ca
         "llm_filter": selection.stage2,
         "note": selection.stage2_note,
         "query_adapter": selection.query_adapter,
+        "unavailable": unavailable,
     }
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=structured)

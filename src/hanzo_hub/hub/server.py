@@ -39,6 +39,7 @@ from hanzo_hub.hub.search import (
     selection_result,
     tool_describer,
 )
+from hanzo_hub.hub.status import STATUS_URI, status_resource, status_result, unavailable_tools
 
 logger = logging.getLogger(__name__)
 
@@ -140,7 +141,7 @@ class _Handlers:
                     await self.hub.notifier.bus.publish(ToolsListChanged())
                 else:
                     await ctx.session.send_tool_list_changed()
-        return selection_result(selection, chosen)
+        return selection_result(selection, chosen, unavailable_tools(self.hub, (tool.name for tool in chosen)))
 
     async def complete(self, ctx: Ctx, params: types.CompleteRequestParams) -> types.CompleteResult:
         context = params.context.arguments if params.context is not None else None
@@ -160,7 +161,7 @@ class _Handlers:
         return types.EmptyResult()
 
     async def list_resources(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
-        return types.ListResourcesResult(resources=await self.hub.list_resources())
+        return types.ListResourcesResult(resources=[*await self.hub.list_resources(), status_resource()])
 
     async def list_templates(
         self, ctx: Ctx, params: types.PaginatedRequestParams | None
@@ -170,6 +171,8 @@ class _Handlers:
     async def read_resource(
         self, ctx: Ctx, params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult | types.InputRequiredResult:
+        if str(params.uri) == STATUS_URI:
+            return status_result(self.hub)
         return await self.hub.read_resource(str(params.uri), ctx=ctx, params=params)
 
     async def list_prompts(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
