@@ -27,6 +27,7 @@ class _Quirky(BaseHTTPRequestHandler):
     as "complete") and answers ``resources/templates/list`` with ``{}``, as the suite's mock servers do."""
 
     seen: ClassVar[list[str]] = []
+    tools: ClassVar[list[Any]] = [TOOL]
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -39,7 +40,7 @@ class _Quirky(BaseHTTPRequestHandler):
                 "capabilities": {"tools": {}, "resources": {}},
                 "serverInfo": {"name": "quirky", "version": "1.0"},
             },
-            "tools/list": {**LISTED, "tools": [TOOL]},
+            "tools/list": {**LISTED, "tools": self.tools},
             "resources/list": {**LISTED, "resources": []},
             "resources/templates/list": {},
             "tools/call": {"content": [{"type": "text", "text": "hello"}]},
@@ -64,6 +65,7 @@ class _Quirky(BaseHTTPRequestHandler):
 @pytest.fixture
 def quirky_url() -> Iterator[str]:
     _Quirky.seen = []
+    _Quirky.tools = [TOOL]
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Quirky)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -101,3 +103,17 @@ async def test_a_version_pinned_downstream_lists_its_tools(make_settings: MakeSe
         assert running.protocol_version == MODERN
     assert {"echo", "add"} <= names
     assert added.structured_content == {"result": 42}
+
+
+async def test_a_stateless_server_with_a_malformed_tool_keeps_its_sound_tools(
+    make_settings: MakeSettings, quirky_url: str
+) -> None:
+    """The 2026-07-28 leg of ``test_malformed_lists.py``: one unreadable schema no longer fails the server's start."""
+    _Quirky.tools = [TOOL, {"name": "loose", "inputSchema": {}}, {"name": "bad", "inputSchema": {"required": 1}}]
+    settings = make_settings({"quirky": {"type": "http", "url": quirky_url}})
+    async with Hub.open(settings) as hub, Client(build_server(hub), mode="auto") as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        result = await client.call_tool("greet", {})
+    assert set(tools) == {"greet", "loose"}
+    assert tools["loose"].input_schema == {"type": "object"}
+    assert text_of(result) == "hello"

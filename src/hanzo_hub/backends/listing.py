@@ -14,6 +14,8 @@ import mcp_types as types
 from mcp import Client, MCPError
 from pydantic import ValidationError
 
+from hanzo_hub.backends.lenient import LIST_METHODS, checked, checked_dicts, lenient_page
+from hanzo_hub.errors import BackendError
 from hanzo_hub.sandbox.vault import redacted_data
 
 logger = logging.getLogger(__name__)
@@ -52,13 +54,21 @@ class Listing:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], source: Literal["snapshot", "live"] = "snapshot") -> Listing:
-        """Parse the form written by ``to_json``."""
+    def from_json(
+        cls, data: dict[str, Any], source: Literal["snapshot", "live"] = "snapshot", server: str = "?"
+    ) -> Listing:
+        """Parse the form written by ``to_json``, repairing or dropping items that break the protocol (a snapshot
+        written before the hub checked them; ``backends/lenient.py``)."""
+
+        def items(method: str, model: Any) -> tuple[Any, ...]:
+            raw = data.get(LIST_METHODS[method][0]) or []
+            return tuple(model.model_validate(item) for item in checked_dicts(method, list(raw), server))
+
         return cls(
-            tools=tuple(types.Tool.model_validate(t) for t in data.get("tools", ())),
-            resources=tuple(types.Resource.model_validate(r) for r in data.get("resources", ())),
-            templates=tuple(types.ResourceTemplate.model_validate(t) for t in data.get("resourceTemplates", ())),
-            prompts=tuple(types.Prompt.model_validate(p) for p in data.get("prompts", ())),
+            tools=items("tools/list", types.Tool),
+            resources=items("resources/list", types.Resource),
+            templates=items("resources/templates/list", types.ResourceTemplate),
+            prompts=items("prompts/list", types.Prompt),
             server_info=data.get("serverInfo"),
             instructions=data.get("instructions"),
             capabilities=data.get("capabilities") or {},
@@ -81,12 +91,14 @@ class Listing:
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
-async def fetch_listing(client: Client, timeout: float) -> Listing:
-    """Fetch every list the server's capabilities announce, page by page, within ``timeout`` seconds.
+async def fetch_listing(client: Client, timeout: float, server: str | None = None) -> Listing:
+    """Fetch every list the server's capabilities announce, page by page, within ``timeout`` seconds; items that
+    break the protocol are repaired or dropped with a warning naming ``server`` (``backends/lenient.py``).
 
     Raises:
         TimeoutError: the server took longer.
         MCPError: the server refused a list it announced.
+        BackendError: the server answered a list with something that is not a list result.
     """
     caps = client.server_capabilities
     tools: list[types.Tool] = []
@@ -94,42 +106,54 @@ async def fetch_listing(client: Client, timeout: float) -> Listing:
     templates: list[types.ResourceTemplate] = []
     prompts: list[types.Prompt] = []
 
-    async def walk(method: Any, attr: str, into: list[Any]) -> None:
+    who = server or (client.server_info.name if client.server_info else "?")
+
+    async def walk(method: Any, attr: str, into: list[Any], wire: str) -> None:
         cursor: str | None = None
         for _ in range(MAX_PAGES):
-            page = await method(cursor=cursor, cache_mode="refresh")
-            into.extend(getattr(page, attr))
-            cursor = page.next_cursor
+            try:
+                page = await method(cursor=cursor, cache_mode="refresh")
+                items, next_cursor = getattr(page, attr), page.next_cursor
+            except ValidationError:
+                # Some items (or the page itself) break the protocol: take the page raw and keep what is sound.
+                items, next_cursor = await lenient_page(client, wire, cursor, who)
+            into.extend(items)
+            cursor = next_cursor
             if cursor is None:
                 return
 
-    async def optional(method: Any, attr: str, into: list[Any]) -> None:
+    async def optional(method: Any, attr: str, into: list[Any], wire: str) -> None:
         """A list the capabilities imply but servers often lack: refusing it or answering junk means "none"."""
         try:
-            await walk(method, attr, into)
+            await walk(method, attr, into, wire)
         except MCPError as exc:
             if exc.code != types.METHOD_NOT_FOUND:
                 raise
-        except ValidationError as exc:
-            who = client.server_info.name if client.server_info else "a server"
+        except BackendError as exc:
             logger.warning("%s answered its %s list with a malformed result, taken as empty: %s", who, attr, exc)
             into.clear()
 
     with anyio.fail_after(timeout):
         async with anyio.create_task_group() as tg:
             if caps.tools is not None:
-                tg.start_soon(walk, client.list_tools, "tools", tools)
+                tg.start_soon(walk, client.list_tools, "tools", tools, "tools/list")
             if caps.resources is not None:
-                tg.start_soon(walk, client.list_resources, "resources", resources)
-                tg.start_soon(optional, client.list_resource_templates, "resource_templates", templates)
+                tg.start_soon(walk, client.list_resources, "resources", resources, "resources/list")
+                tg.start_soon(
+                    optional,
+                    client.list_resource_templates,
+                    "resource_templates",
+                    templates,
+                    "resources/templates/list",
+                )
             if caps.prompts is not None:
-                tg.start_soon(walk, client.list_prompts, "prompts", prompts)
+                tg.start_soon(walk, client.list_prompts, "prompts", prompts, "prompts/list")
     info = client.server_info
     return Listing(
-        tools=tuple(tools),
-        resources=tuple(resources),
-        templates=tuple(templates),
-        prompts=tuple(prompts),
+        tools=checked("tools/list", tools, who),
+        resources=checked("resources/list", resources, who),
+        templates=checked("resources/templates/list", templates, who),
+        prompts=checked("prompts/list", prompts, who),
         server_info=info.model_dump(mode="json", by_alias=True, exclude_none=True) if info else None,
         instructions=client.instructions,
         capabilities=caps.model_dump(mode="json", by_alias=True, exclude_none=True),

@@ -55,7 +55,7 @@ class SnapshotStore:
             logger.warning("ignoring snapshot %s of another format or server", path)
             return None
         try:
-            return Listing.from_json(data["listing"], source="snapshot")
+            return Listing.from_json(data["listing"], source="snapshot", server=server)
         except (KeyError, TypeError, ValidationError):
             logger.warning("ignoring malformed snapshot %s", path)
             return None

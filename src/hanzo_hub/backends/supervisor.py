@@ -414,7 +414,7 @@ class Supervisor:
         async with self._make_client(lost) as client:
             if self.spec.protocol in MODERN_PROTOCOL_VERSIONS:
                 await _discover_pinned(client, self.spec.protocol)
-            listing = await fetch_listing(client, self._settings.connect_timeout)
+            listing = await fetch_listing(client, self._settings.connect_timeout, self.name)
             self._client = client
             self._set_state(State.RUNNING)
             self.last_used = self._clock()
@@ -529,7 +529,7 @@ class Supervisor:
         if client is None:
             return
         try:
-            listing = await fetch_listing(client, self._settings.connect_timeout)
+            listing = await fetch_listing(client, self._settings.connect_timeout, self.name)
         except Exception:  # task boundary
             logger.warning("server %s announced a list change but re-listing failed", self.name, exc_info=True)
             return

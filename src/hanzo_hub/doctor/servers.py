@@ -193,7 +193,7 @@ async def probe_servers(hub: Hub, timeout: float) -> list[Check]:
             start = time.perf_counter()
             try:
                 with anyio.fail_after(timeout):
-                    listing = await hub.pool.get(name).request(lambda c: fetch_listing(c, timeout), timeout)
+                    listing = await hub.pool.get(name).request(lambda c: fetch_listing(c, timeout, name), timeout)
             except TimeoutError:
                 results[name] = Check(label, "fail", f"no answer within {timeout:g} s", f"see {hub.settings.log_dir}")
                 return

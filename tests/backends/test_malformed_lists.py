@@ -1,0 +1,97 @@
+"""Servers whose lists break the protocol in places: the hub serves what is sound, repairs what has a plain intent,
+drops the rest with a warning, and never lets one bad item fail a server's start or the hub's own lists.
+
+A real subprocess server written as raw JSON-RPC (``tests/fixtures/malformed.py``), beside a healthy fixture server;
+a hand-written snapshot holding the same items; real MCP clients of both eras in front.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from typing import Any
+
+import mcp_types as types
+import pytest
+from mcp import Client
+
+from hanzo_hub.backends.lenient import checked
+from hanzo_hub.backends.snapshot import FORMAT_VERSION, SnapshotStore
+from hanzo_hub.hub.core import Hub
+from hanzo_hub.hub.server import build_server
+from tests.conftest import REPO, MakeSettings, stdio, text_of
+from tests.fixtures import malformed
+
+MALFORMED = {"command": sys.executable, "args": ["-m", "tests.fixtures.malformed"], "cwd": str(REPO)}
+SOUND = {"bad__greet", "bad__loose", "bad__php", "bad__shaped"}
+
+
+def tools_by_name(tools: list[types.Tool]) -> dict[str, types.Tool]:
+    return {tool.name: tool for tool in tools if tool.name.startswith("bad__")}
+
+
+def assert_sound(tools: dict[str, types.Tool]) -> None:
+    assert set(tools) == SOUND  # `hopeless` and the item that is not a tool are dropped
+    assert tools["bad__loose"].input_schema == {"type": "object", "properties": {"x": {}}}
+    assert tools["bad__php"].input_schema == {"type": "object", "properties": {}}
+    assert tools["bad__shaped"].output_schema is None  # an array output schema is removed, the tool kept
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_server_with_malformed_list_items_is_served_and_the_rest_of_the_hub_too(
+    make_settings: MakeSettings, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = make_settings({"alpha": stdio("ok", "alpha"), "bad": MALFORMED})
+    caplog.set_level(logging.WARNING, logger="hanzo_hub.backends.lenient")
+    async with Hub.open(settings) as hub, Client(build_server(hub), mode=mode) as client:
+        tools = (await client.list_tools()).tools
+        resources = {str(r.uri) for r in (await client.list_resources()).resources}
+        prompts = {p.name for p in (await client.list_prompts()).prompts}
+        loose = await client.call_tool("bad__loose", {"x": 1})
+        echoed = await client.call_tool("alpha__echo", {"text": "still here"})
+    assert_sound(tools_by_name(tools))
+    assert "alpha__echo" in {tool.name for tool in tools}
+    assert "hub://bad/fixture://good" in resources
+    assert "hub://bad/fixture://nameless" not in resources
+    assert "bad__fine" in prompts
+    assert "bad__odd" not in prompts
+    assert text_of(loose) == 'loose {"x": 1}'
+    assert text_of(echoed) == "still here"
+    warnings = [r.getMessage() for r in caplog.records]
+    assert any("server bad: tool 'hopeless' dropped" in w and "inputSchema.required" in w for w in warnings)
+    assert any("server bad: tool 'loose' repaired" in w for w in warnings)
+    assert any("server bad: resource 'fixture://nameless' dropped" in w for w in warnings)
+    assert any("server bad: prompt 'odd' dropped" in w for w in warnings)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_snapshot_with_malformed_items_does_not_break_the_hubs_lists(
+    make_settings: MakeSettings, mode: str
+) -> None:
+    """A snapshot written before the hub checked items (or edited by hand) is checked as it is loaded."""
+    down = {"command": sys.executable, "args": ["-c", "raise SystemExit(1)"]}  # it never replaces the snapshot
+    settings = make_settings({"alpha": stdio("ok", "alpha"), "bad": down})
+    store = SnapshotStore(settings.snapshot_dir)
+    listing = {"tools": malformed.TOOLS, "resources": [], "resourceTemplates": [], "prompts": []}
+    body = {"format": FORMAT_VERSION, "server": "bad", "taken_at": time.time(), "listing": listing}
+    store.path_for("bad").parent.mkdir(parents=True, exist_ok=True)
+    store.path_for("bad").write_text(json.dumps(body), encoding="utf-8")
+    async with Hub.open(settings) as hub, Client(build_server(hub), mode=mode) as client:
+        tools = (await client.list_tools()).tools
+    assert_sound(tools_by_name(tools))
+    assert "alpha__echo" in {tool.name for tool in tools}
+
+
+def test_checked_keeps_the_very_same_items_when_all_are_sound() -> None:
+    tools = [types.Tool(name=f"t{i}", input_schema={"type": "object"}) for i in range(3)]
+    kept = checked("tools/list", tools, "s")
+    assert all(a is b for a, b in zip(kept, tools, strict=True))
+
+
+def test_checked_repairs_or_drops_in_order() -> None:
+    raw: list[dict[str, Any]] = [t for t in malformed.TOOLS if isinstance(t, dict)]
+    tools = [types.Tool.model_validate(t) for t in raw]
+    kept = checked("tools/list", tools, "s")
+    assert [tool.name for tool in kept] == ["greet", "loose", "php", "shaped"]
