@@ -264,8 +264,13 @@ def test_the_auth_commands_log_in_report_and_log_out(make_settings: MakeSettings
         assert rows["remote"]["refreshable"]
         assert rows["remote"]["scope"] == "mcp"
 
+        assert stats(origin)["live_tokens"] == 1
+        assert stats(origin)["live_refresh_tokens"] == 1
         gone = subprocess.run(_cli(settings, "logout", "remote"), cwd=REPO, capture_output=True, text=True, check=True)
-        assert gone.stdout.startswith("forgot the login to 'remote'")
+        assert gone.stdout.startswith(f"revoked the refresh token and access token at {origin}/revoke\n")
+        assert "forgot the login to 'remote'" in gone.stdout
+        assert stats(origin)["live_tokens"] == 0  # the grant ended at the server, not only in the vault
+        assert stats(origin)["live_refresh_tokens"] == 0
         status = subprocess.run(_cli(settings, "status"), cwd=REPO, capture_output=True, text=True, check=True)
         assert status.stdout.startswith("none       remote")
         wrong = subprocess.run(_cli(settings, "login", "local"), cwd=REPO, capture_output=True, text=True)
@@ -409,3 +414,34 @@ async def test_a_client_without_url_elicitation_is_told_to_use_the_command(make_
         assert result.is_error
         assert "run `hanzo-hub auth login remote` in a terminal" in text_of(result)
         assert stats(origin)["registrations"] == 0
+
+
+def _logout(settings: HubSettings, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(_cli(settings, "logout", "remote", *extra), cwd=REPO, capture_output=True, text=True)
+
+
+async def test_logout_revokes_only_when_it_can_and_always_forgets(make_settings: MakeSettings) -> None:
+    """--no-revoke leaves the grant at the server; a server without a revocation endpoint, or one that is down, is
+    said so (exit 0 and 1), and the login is forgotten every time."""
+    with oauth_server() as origin:
+        settings = make_settings({"remote": remote(origin)})
+        await do_login(settings)
+        kept = _logout(settings, "--no-revoke")
+        assert kept.returncode == 0, kept.stderr
+        assert stats(origin)["live_tokens"] == 1
+        assert stored(settings) is None
+    with oauth_server(mode="norevoke") as origin:
+        settings = make_settings({"remote": remote(origin)})
+        await do_login(settings)
+        unsupported = _logout(settings)
+        assert unsupported.returncode == 0, unsupported.stderr
+        assert "not revoked: the authorization server offers no revocation endpoint" in unsupported.stderr
+        assert "the grant stays valid at the server" in unsupported.stdout
+        assert stored(settings) is None
+    with oauth_server() as origin:
+        settings = make_settings({"remote": remote(origin)})
+        await do_login(settings)
+    down = _logout(settings, "--timeout", "3")  # the server (and its authorization server) has stopped
+    assert down.returncode == 1
+    assert "not revoked: the authorization server could not be reached" in down.stderr
+    assert stored(settings) is None

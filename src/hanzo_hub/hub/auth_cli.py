@@ -3,11 +3,12 @@
 ```
 hanzo-hub auth login NAME [--no-browser] [--timeout S]   # authorize the hub; tokens go to the vault
 hanzo-hub auth status [--json]                           # every remote server: logged in, expiry, refreshable
-hanzo-hub auth logout NAME                               # forget the server's tokens and client registration
+hanzo-hub auth logout NAME [--no-revoke]                 # revoke the grant at the server, forget the login
 ```
 
 The flow is in ``hub/oauth_login.py``; the records and their use while serving in ``backends/oauth.py``. Exit 0
-on success, 1 when a login failed, 2 for a usage or configuration error.
+on success, 1 when a login failed or a logout's revocation failed (the login is forgotten all the same), 2 for a
+usage or configuration error.
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from typing import Any
 
 import anyio
 
-from hanzo_hub.backends.oauth import OAuthStore
+from hanzo_hub.backends.oauth import OAuthStore, VaultTokenStorage
+from hanzo_hub.backends.oauth_revoke import Revocation, revoke
 from hanzo_hub.config import HubSettings
 from hanzo_hub.errors import ConfigError, HubError, VaultError
+from hanzo_hub.hub.launch import load_secrets
 from hanzo_hub.hub.oauth_login import browser_opener, login, remote_spec
 
 __all__ = ["register", "run"]
@@ -41,8 +44,12 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     log_in.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the authorization")
     status = sub.add_parser("status", parents=[common], help="the OAuth state of every remote server")
     status.add_argument("--json", action="store_true")
-    log_out = sub.add_parser("logout", parents=[common], help="forget a server's tokens and client registration")
+    log_out = sub.add_parser(
+        "logout", parents=[common], help="revoke a server's grant there (RFC 7009) and forget its tokens"
+    )
     log_out.add_argument("server")
+    log_out.add_argument("--no-revoke", action="store_true", help="only forget the login; do not contact the server")
+    log_out.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the authorization server")
 
 
 def run(args: argparse.Namespace, make_settings: SettingsFactory) -> int:
@@ -124,13 +131,33 @@ def _hint(state: str, name: str) -> str:
 
 
 def _logout(args: argparse.Namespace, settings: HubSettings) -> int:
-    remote_spec(settings, args.server)
+    spec = remote_spec(settings, args.server)
     store = OAuthStore(settings.vault_dir, settings.sandbox.keyring_service)
+    record = store.load_sync(args.server)
+    revocation: Revocation | None = None
+    if record is not None and record.tokens is not None and not args.no_revoke:
+        tokens = record.tokens
+        client = record.client
+        if record.url == spec.url:  # a client registered by hand in the config wins, as it did at login
+            storage = VaultTokenStorage(store, args.server, spec, load_secrets(settings))
+            storage.record = record
+            client = anyio.run(storage.get_client_info)
+        revocation = anyio.run(lambda: revoke(record.url, tokens, client, timeout=args.timeout))
     if not store.delete_sync(args.server):
         print(f"server '{args.server}' had no stored login")
         return 0
+    if revocation is not None and revocation.outcome == "revoked":
+        kinds = " and ".join(kind.replace("_", " ") for kind in revocation.revoked)
+        print(f"revoked the {kinds} at {revocation.endpoint}")
+    elif revocation is not None:
+        print(f"hanzo-hub: the grant was not revoked: {revocation.problem}", file=sys.stderr)
     print(
         f"forgot the login to '{args.server}' (tokens and client registration); a running hub keeps its connection "
-        "until it reconnects, and the grant stays valid at the server until it expires or is revoked there"
+        "until it reconnects"
+        + (
+            ""
+            if revocation and revocation.outcome == "revoked"
+            else ", and the grant stays valid at the server until it expires or is revoked there"
+        )
     )
-    return 0
+    return 1 if revocation is not None and revocation.outcome == "failed" else 0
