@@ -37,6 +37,7 @@ def assert_sound(tools: dict[str, types.Tool]) -> None:
     assert tools["bad__loose"].input_schema == {"type": "object", "properties": {"x": {}}}
     assert tools["bad__php"].input_schema == {"type": "object", "properties": {}}
     assert tools["bad__shaped"].output_schema is None  # an array output schema is removed, the tool kept
+    assert tools["bad__greet"].description == "Say hello."  # the first of two tools named greet
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
@@ -64,6 +65,7 @@ async def test_a_server_with_malformed_list_items_is_served_and_the_rest_of_the_
     assert any("server bad: tool 'loose' repaired" in w for w in warnings)
     assert any("server bad: resource 'fixture://nameless' dropped" in w for w in warnings)
     assert any("server bad: prompt 'odd' dropped" in w for w in warnings)
+    assert any("server bad: a second tool 'greet' dropped" in w for w in warnings)
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
@@ -95,3 +97,4 @@ def test_checked_repairs_or_drops_in_order() -> None:
     tools = [types.Tool.model_validate(t) for t in raw]
     kept = checked("tools/list", tools, "s")
     assert [tool.name for tool in kept] == ["greet", "loose", "php", "shaped"]
+    assert kept[0].description == "Say hello."

@@ -16,7 +16,7 @@ makes the hub's own merged ``tools/list`` fail for every client. So:
 Repairs, tools only: a missing or non-object ``inputSchema`` becomes ``{"type": "object"}``; a schema without a
 ``type`` gets ``"type": "object"``; empty-list ``properties`` become ``{}``; an ``outputSchema`` that is not a valid
 object schema is removed (clients then skip validating the tool's structured content). Anything else that fails is
-dropped.
+dropped, and so is a second item of a name (or URI) already listed: clients refuse a list naming a tool twice.
 """
 
 from __future__ import annotations
@@ -51,6 +51,14 @@ LIST_METHODS: dict[str, tuple[str, type[BaseModel], type[types.Request[Any, Any]
     "prompts/list": ("prompts", types.Prompt, types.ListPromptsRequest),
 }
 """Per list method: the result's key, the item model, the request model."""
+
+_IDENTITY = {
+    "tools/list": "name",
+    "resources/list": "uri",
+    "resources/templates/list": "uriTemplate",
+    "prompts/list": "name",
+}
+"""The wire field that names an item; a second item with a name already listed is dropped."""
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -90,7 +98,7 @@ def _item_name(item: dict[str, Any]) -> str:
 def checked_dicts(method: str, items: Sequence[dict[str, Any]], server: str) -> list[dict[str, Any]]:
     """``items`` (wire dicts) that are valid in every era, repairing tools where the intent is plain."""
     if _problem(method, items) is None:
-        return list(items)
+        return _unique(method, list(items), server)
     kept: list[dict[str, Any]] = []
     what = LIST_METHODS[method][0].rstrip("s")
     for item in items:
@@ -106,13 +114,29 @@ def checked_dicts(method: str, items: Sequence[dict[str, Any]], server: str) -> 
                 continue
         name = _item_name(item) if isinstance(item, dict) else "?"
         logger.warning("server %s: %s %r dropped, it breaks the protocol (%s)", server, what, name, problem)
+    return _unique(method, kept, server)
+
+
+def _unique(method: str, items: list[dict[str, Any]], server: str) -> list[dict[str, Any]]:
+    """``items`` less those whose name (uri) an earlier item has: clients refuse a list naming a tool twice."""
+    field = _IDENTITY[method]
+    seen: set[Any] = set()
+    kept: list[dict[str, Any]] = []
+    for item in items:
+        if item.get(field) in seen:
+            what = LIST_METHODS[method][0].rstrip("s")
+            logger.warning("server %s: a second %s %r dropped, the first is kept", server, what, _item_name(item))
+            continue
+        seen.add(item.get(field))
+        kept.append(item)
     return kept
 
 
 def checked(method: str, items: Sequence[M], server: str) -> tuple[M, ...]:
-    """``items`` as :func:`checked_dicts` keeps them, as models (the same objects when all are valid)."""
+    """``items`` as :func:`checked_dicts` keeps them, as models (the same objects when all are valid and unique)."""
     dumped = [item.model_dump(mode="json", by_alias=True, exclude_none=True) for item in items]
-    if _problem(method, dumped) is None:
+    field = _IDENTITY[method]
+    if _problem(method, dumped) is None and len({item.get(field) for item in dumped}) == len(dumped):
         return tuple(items)
     model: Callable[[dict[str, Any]], Any] = LIST_METHODS[method][1].model_validate
     return tuple(model(item) for item in checked_dicts(method, dumped, server))
