@@ -17,10 +17,11 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
-from hanzo_hub.backends.lenient import checked
+from hanzo_hub.backends.lenient import Problems, checked
 from hanzo_hub.backends.snapshot import FORMAT_VERSION, SnapshotStore
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.server import build_server
+from hanzo_hub.hub.status import STATUS_URI
 from tests.conftest import REPO, MakeSettings, stdio, text_of
 from tests.fixtures import malformed
 
@@ -52,6 +53,7 @@ async def test_a_server_with_malformed_list_items_is_served_and_the_rest_of_the_
         prompts = {p.name for p in (await client.list_prompts()).prompts}
         loose = await client.call_tool("bad__loose", {"x": 1})
         echoed = await client.call_tool("alpha__echo", {"text": "still here"})
+        status = await client.read_resource(STATUS_URI)
     assert_sound(tools_by_name(tools))
     assert "alpha__echo" in {tool.name for tool in tools}
     assert "hub://bad/fixture://good" in resources
@@ -60,6 +62,13 @@ async def test_a_server_with_malformed_list_items_is_served_and_the_rest_of_the_
     assert "bad__odd" not in prompts
     assert text_of(loose) == 'loose {"x": 1}'
     assert text_of(echoed) == "still here"
+    (content,) = status.contents
+    assert isinstance(content, types.TextResourceContents)
+    servers = json.loads(content.text)["servers"]
+    assert servers["alpha"]["list_problems"] == []
+    problems = servers["bad"]["list_problems"]
+    assert len(problems) == 8  # 3 tools repaired, 2 dropped, 1 duplicate, 1 resource, 1 prompt
+    assert any(p.startswith("tool 'hopeless' dropped, it breaks the protocol (inputSchema.required") for p in problems)
     warnings = [r.getMessage() for r in caplog.records]
     assert any("server bad: tool 'hopeless' dropped" in w and "inputSchema.required" in w for w in warnings)
     assert any("server bad: tool 'loose' repaired" in w for w in warnings)
@@ -88,13 +97,26 @@ async def test_a_snapshot_with_malformed_items_does_not_break_the_hubs_lists(
 
 def test_checked_keeps_the_very_same_items_when_all_are_sound() -> None:
     tools = [types.Tool(name=f"t{i}", input_schema={"type": "object"}) for i in range(3)]
-    kept = checked("tools/list", tools, "s")
+    kept = checked("tools/list", tools, Problems("s"))
     assert all(a is b for a, b in zip(kept, tools, strict=True))
 
 
 def test_checked_repairs_or_drops_in_order() -> None:
     raw: list[dict[str, Any]] = [t for t in malformed.TOOLS if isinstance(t, dict)]
     tools = [types.Tool.model_validate(t) for t in raw]
-    kept = checked("tools/list", tools, "s")
+    kept = checked("tools/list", tools, Problems("s"))
     assert [tool.name for tool in kept] == ["greet", "loose", "php", "shaped"]
     assert kept[0].description == "Say hello."
+
+
+def test_the_doctors_probe_warns_of_a_server_whose_lists_break_the_protocol(make_settings: MakeSettings) -> None:
+    from tests.test_cli_doctor import doctor
+
+    settings = make_settings({"bad": MALFORMED, "alpha": stdio("ok", "alpha")})
+    code, checks, _ = doctor(settings, "--probe", "--timeout", "30")
+    assert code == 0  # a warning, not a failure: the server is served
+    assert checks["probe:alpha"]["status"] == "ok"
+    bad = checks["probe:bad"]
+    assert bad["status"] == "warn"
+    assert bad["detail"].startswith("4 tools, 1 resource, 1 prompt live in ")
+    assert "list item(s) break the protocol: tool 'loose' repaired" in bad["detail"]

@@ -34,7 +34,7 @@ from hanzo_hub.errors import BackendError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LIST_METHODS", "checked", "checked_dicts", "lenient_page"]
+__all__ = ["LIST_METHODS", "Problems", "checked", "checked_dicts", "lenient_page"]
 
 ERAS = ("2025-11-25", "2026-07-28")
 """The eras the hub serves; a listed item must be valid in each."""
@@ -61,6 +61,19 @@ _IDENTITY = {
 """The wire field that names an item; a second item with a name already listed is dropped."""
 
 M = TypeVar("M", bound=BaseModel)
+
+
+class Problems:
+    """What was repaired or dropped of one server's lists: each logged as a warning and kept, in words, for the
+    listing (the status resource and ``hanzo-hub doctor --probe`` show them)."""
+
+    def __init__(self, server: str) -> None:
+        self.server = server
+        self.notes: list[str] = []
+
+    def add(self, text: str) -> None:
+        logger.warning("server %s: %s", self.server, text)
+        self.notes.append(text)
 
 
 def _problem(method: str, items: Sequence[dict[str, Any]]) -> str | None:
@@ -95,10 +108,10 @@ def _item_name(item: dict[str, Any]) -> str:
     return str(item.get("name") or item.get("uri") or item.get("uriTemplate") or "?")[:80]
 
 
-def checked_dicts(method: str, items: Sequence[dict[str, Any]], server: str) -> list[dict[str, Any]]:
+def checked_dicts(method: str, items: Sequence[dict[str, Any]], problems: Problems) -> list[dict[str, Any]]:
     """``items`` (wire dicts) that are valid in every era, repairing tools where the intent is plain."""
     if _problem(method, items) is None:
-        return _unique(method, list(items), server)
+        return _unique(method, list(items), problems)
     kept: list[dict[str, Any]] = []
     what = LIST_METHODS[method][0].rstrip("s")
     for item in items:
@@ -109,15 +122,15 @@ def checked_dicts(method: str, items: Sequence[dict[str, Any]], server: str) -> 
         if method == "tools/list" and isinstance(item, dict):
             fixed = _repaired_tool(item)
             if _problem(method, [fixed]) is None:
-                logger.warning("server %s: %s %r repaired (%s)", server, what, _item_name(item), problem)
+                problems.add(f"{what} {_item_name(item)!r} repaired ({problem})")
                 kept.append(fixed)
                 continue
         name = _item_name(item) if isinstance(item, dict) else "?"
-        logger.warning("server %s: %s %r dropped, it breaks the protocol (%s)", server, what, name, problem)
-    return _unique(method, kept, server)
+        problems.add(f"{what} {name!r} dropped, it breaks the protocol ({problem})")
+    return _unique(method, kept, problems)
 
 
-def _unique(method: str, items: list[dict[str, Any]], server: str) -> list[dict[str, Any]]:
+def _unique(method: str, items: list[dict[str, Any]], problems: Problems) -> list[dict[str, Any]]:
     """``items`` less those whose name (uri) an earlier item has: clients refuse a list naming a tool twice."""
     field = _IDENTITY[method]
     seen: set[Any] = set()
@@ -125,24 +138,26 @@ def _unique(method: str, items: list[dict[str, Any]], server: str) -> list[dict[
     for item in items:
         if item.get(field) in seen:
             what = LIST_METHODS[method][0].rstrip("s")
-            logger.warning("server %s: a second %s %r dropped, the first is kept", server, what, _item_name(item))
+            problems.add(f"a second {what} {_item_name(item)!r} dropped, the first is kept")
             continue
         seen.add(item.get(field))
         kept.append(item)
     return kept
 
 
-def checked(method: str, items: Sequence[M], server: str) -> tuple[M, ...]:
+def checked(method: str, items: Sequence[M], problems: Problems) -> tuple[M, ...]:
     """``items`` as :func:`checked_dicts` keeps them, as models (the same objects when all are valid and unique)."""
     dumped = [item.model_dump(mode="json", by_alias=True, exclude_none=True) for item in items]
     field = _IDENTITY[method]
     if _problem(method, dumped) is None and len({item.get(field) for item in dumped}) == len(dumped):
         return tuple(items)
     model: Callable[[dict[str, Any]], Any] = LIST_METHODS[method][1].model_validate
-    return tuple(model(item) for item in checked_dicts(method, dumped, server))
+    return tuple(model(item) for item in checked_dicts(method, dumped, problems))
 
 
-async def lenient_page(client: Client, method: str, cursor: str | None, server: str) -> tuple[list[Any], str | None]:
+async def lenient_page(
+    client: Client, method: str, cursor: str | None, problems: Problems
+) -> tuple[list[Any], str | None]:
     """One page of ``method``'s list from ``client``'s server, fetched raw: the items :func:`checked_dicts` keeps,
     as models, and the next cursor.
 
@@ -160,8 +175,8 @@ async def lenient_page(client: Client, method: str, cursor: str | None, server: 
     items: Any = raw.get(key, [])
     next_cursor = raw.get("nextCursor")
     if not isinstance(items, list) or not (next_cursor is None or isinstance(next_cursor, str)):
-        raise BackendError(server, f"answered {method} with a result that is not a list")
-    kept = [model.model_validate(item) for item in checked_dicts(method, items, server)]
+        raise BackendError(problems.server, f"answered {method} with a result that is not a list")
+    kept = [model.model_validate(item) for item in checked_dicts(method, items, problems)]
     if method == "tools/list":
         result = types.ListToolsResult(tools=kept, next_cursor=next_cursor)
         session._absorb_tool_listing(result, complete=cursor is None and next_cursor is None)  # pyright: ignore[reportPrivateUsage]

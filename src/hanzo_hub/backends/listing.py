@@ -14,7 +14,7 @@ import mcp_types as types
 from mcp import Client, MCPError
 from pydantic import ValidationError
 
-from hanzo_hub.backends.lenient import LIST_METHODS, checked, checked_dicts, lenient_page
+from hanzo_hub.backends.lenient import LIST_METHODS, Problems, checked, checked_dicts, lenient_page
 from hanzo_hub.errors import BackendError
 from hanzo_hub.sandbox.vault import redacted_data
 
@@ -36,6 +36,8 @@ class Listing:
     instructions: str | None = None
     source: Literal["snapshot", "live"] = "live"
     capabilities: dict[str, Any] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()
+    """What was repaired or dropped of the server's lists because it broke the protocol (``backends/lenient.py``)."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready form (wire field names)."""
@@ -51,6 +53,7 @@ class Listing:
             "serverInfo": self.server_info,
             "instructions": self.instructions,
             "capabilities": self.capabilities,
+            "problems": list(self.problems),
         }
 
     @classmethod
@@ -60,10 +63,13 @@ class Listing:
         """Parse the form written by ``to_json``, repairing or dropping items that break the protocol (a snapshot
         written before the hub checked them; ``backends/lenient.py``)."""
 
+        problems = Problems(server)
+
         def items(method: str, model: Any) -> tuple[Any, ...]:
             raw = data.get(LIST_METHODS[method][0]) or []
-            return tuple(model.model_validate(item) for item in checked_dicts(method, list(raw), server))
+            return tuple(model.model_validate(item) for item in checked_dicts(method, list(raw), problems))
 
+        known = [str(note) for note in data.get("problems") or ()]
         return cls(
             tools=items("tools/list", types.Tool),
             resources=items("resources/list", types.Resource),
@@ -73,6 +79,7 @@ class Listing:
             instructions=data.get("instructions"),
             capabilities=data.get("capabilities") or {},
             source=source,
+            problems=tuple(dict.fromkeys([*known, *problems.notes])),
         )
 
     def redacted(self, redact: Callable[[str], str]) -> Listing:
@@ -88,6 +95,7 @@ class Listing:
         body.pop("serverInfo", None)
         body.pop("instructions", None)
         body.pop("capabilities", None)
+        body.pop("problems", None)
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
@@ -106,7 +114,7 @@ async def fetch_listing(client: Client, timeout: float, server: str | None = Non
     templates: list[types.ResourceTemplate] = []
     prompts: list[types.Prompt] = []
 
-    who = server or (client.server_info.name if client.server_info else "?")
+    problems = Problems(server or (client.server_info.name if client.server_info else "?"))
 
     async def walk(method: Any, attr: str, into: list[Any], wire: str) -> None:
         cursor: str | None = None
@@ -116,7 +124,7 @@ async def fetch_listing(client: Client, timeout: float, server: str | None = Non
                 items, next_cursor = getattr(page, attr), page.next_cursor
             except ValidationError:
                 # Some items (or the page itself) break the protocol: take the page raw and keep what is sound.
-                items, next_cursor = await lenient_page(client, wire, cursor, who)
+                items, next_cursor = await lenient_page(client, wire, cursor, problems)
             into.extend(items)
             cursor = next_cursor
             if cursor is None:
@@ -129,8 +137,8 @@ async def fetch_listing(client: Client, timeout: float, server: str | None = Non
         except MCPError as exc:
             if exc.code != types.METHOD_NOT_FOUND:
                 raise
-        except BackendError as exc:
-            logger.warning("%s answered its %s list with a malformed result, taken as empty: %s", who, attr, exc)
+        except BackendError:
+            problems.add(f"its {wire} answer is not a list result, taken as empty")
             into.clear()
 
     with anyio.fail_after(timeout):
@@ -150,12 +158,13 @@ async def fetch_listing(client: Client, timeout: float, server: str | None = Non
                 tg.start_soon(walk, client.list_prompts, "prompts", prompts, "prompts/list")
     info = client.server_info
     return Listing(
-        tools=checked("tools/list", tools, who),
-        resources=checked("resources/list", resources, who),
-        templates=checked("resources/templates/list", templates, who),
-        prompts=checked("prompts/list", prompts, who),
+        tools=checked("tools/list", tools, problems),
+        resources=checked("resources/list", resources, problems),
+        templates=checked("resources/templates/list", templates, problems),
+        prompts=checked("prompts/list", prompts, problems),
         server_info=info.model_dump(mode="json", by_alias=True, exclude_none=True) if info else None,
         instructions=client.instructions,
         capabilities=caps.model_dump(mode="json", by_alias=True, exclude_none=True),
         source="live",
+        problems=tuple(dict.fromkeys(problems.notes)),
     )

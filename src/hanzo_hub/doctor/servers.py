@@ -203,6 +203,14 @@ async def probe_servers(hub: Hub, timeout: float) -> list[Check]:
             took = time.perf_counter() - start
             kinds = (("tool", listing.tools), ("resource", listing.resources), ("prompt", listing.prompts))
             counts = ", ".join(f"{len(items)} {kind}{'' if len(items) == 1 else 's'}" for kind, items in kinds)
+            if listing.problems:
+                shown = "; ".join(listing.problems[:3]) + ("; ..." if len(listing.problems) > 3 else "")
+                detail = (
+                    f"{counts} live in {took:.2f} s; {len(listing.problems)} list item(s) break the protocol: {shown}"
+                )
+                hint = "the server's to fix; the hub serves the rest (each is in list_problems of hub://_hub/servers)"
+                results[name] = Check(label, "warn", detail, hint)
+                return
             results[name] = Check(label, "ok", f"{counts} live in {took:.2f} s")
 
     async with hub.run(), anyio.create_task_group() as tg:

@@ -2,10 +2,10 @@
 
 A client (or the model behind it) otherwise sees only tools that are missing or calls that fail. The hub lists one
 resource of its own, :data:`STATUS_URI` (``hub://_hub/servers``; no server alias can start with ``_``), whose JSON
-names every server the hub serves with its transport, state, health, exposed counts, failures, when it will be
-tried again and its last error, redacted like everything else bound for a client. ``find_tools`` adds the same
-reasons for chosen tools whose server cannot answer now (:func:`unavailable_tools`), so a model can pick another
-tool before it calls one that will fail.
+names every server the hub serves with its transport, state, health, exposed counts, failures, when it will be tried
+again, its last error and what of its lists was repaired or dropped for breaking the protocol, redacted like
+everything else bound for a client. ``find_tools`` adds the same reasons for chosen tools whose server cannot answer
+now (:func:`unavailable_tools`), so a model can pick another tool before it calls one that will fail.
 
 Health is one word per server:
 - ``ok``: running, or not started yet (servers start on first use) with no failure behind it;
@@ -99,6 +99,7 @@ def server_status(hub: Hub) -> dict[str, Any]:
             "last_error": _redacted(hub, status["last_error"]),
             "exposed": hub.registry.counts(name),
             "listed_from": listing.source if listing is not None else None,
+            "list_problems": list(listing.problems) if listing is not None else [],
             "server_info": {k: info[k] for k in ("name", "version") if k in info} or None,
         }
     healths = [entry["health"] for entry in servers.values()]
