@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
@@ -17,7 +19,7 @@ from hanzo_hub.config import HubSettings
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.search import selection_result
 from hanzo_hub.hub.server import build_server
-from hanzo_hub.hub.status import STATUS_URI
+from hanzo_hub.hub.status import STATUS_URI, WATCH_INTERVAL
 from hanzo_hub.sandbox.vault import Vault
 from hanzo_hub.selection.pipeline import Candidate, Selection
 from tests.backends.test_oauth import oauth_server, remote
@@ -129,3 +131,47 @@ def test_find_tools_answers_for_tools_without_a_description(description: str | N
     assert text_of(result) == "bare:  [server failing after 1 failed start(s)]"
     assert result.structured_content is not None
     assert result.structured_content["unavailable"] == {"bare": "failing after 1 failed start(s)"}
+
+
+async def test_a_subscribed_client_hears_when_a_server_fails_both_eras(make_settings: MakeSettings) -> None:
+    """resources/subscribe (2025-11-25) and subscriptions/listen (2026-07-28) on the status resource: a server
+    failing is news to both; with nobody subscribed, nothing is sent."""
+    from mcp import MCPDeprecationWarning
+    from mcp.shared.subscriptions import ResourceUpdated
+
+    settings = settings_for(make_settings)
+    updates: list[str] = []
+    got = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updates.append(str(message.params.uri))
+            got.set()
+
+    async with (
+        Hub.open(settings) as hub,
+        Client(build_server(hub), mode="legacy", message_handler=on_message) as legacy,
+        Client(build_server(hub), mode="auto") as modern,
+    ):
+        await legacy.call_tool("alpha__echo", {"text": "warm"})  # alpha's start is not what the test waits for
+        await anyio.sleep(2 * WATCH_INTERVAL)
+        assert updates == []  # nobody was subscribed yet
+        with warnings.catch_warnings():  # resources/subscribe is deprecated in 2026-07-28; the hub serves both eras
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await legacy.subscribe_resource(STATUS_URI)
+        async with modern.listen(resource_subscriptions=[STATUS_URI]) as subscription:
+            await anyio.sleep(2 * WATCH_INTERVAL)
+            assert updates == []  # nothing changed: no news
+            await legacy.call_tool("down__fetch_report", {})  # the server fails to start
+            with anyio.fail_after(10):
+                await got.wait()
+                async for event in subscription:
+                    if isinstance(event, ResourceUpdated):
+                        break
+        assert event.uri == STATUS_URI
+        assert updates[0] == STATUS_URI
+        assert STATUS_URI in hub.relay.subscribed()  # the legacy client's subscription stays; the stream's is gone
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await legacy.unsubscribe_resource(STATUS_URI)
+        assert STATUS_URI not in hub.relay.subscribed()

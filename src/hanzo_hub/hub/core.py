@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
@@ -493,9 +493,10 @@ class Hub:
         """The server's own URIs of resources clients subscribed to (for its change stream)."""
         uris = []
         for exposed in self.relay.subscribed():
-            target = self.registry.resolve_uri(exposed)
-            if target.server == server:
-                uris.append(target.original)
+            with suppress(HubError):  # the hub's own resources (its status) have no server
+                target = self.registry.resolve_uri(exposed)
+                if target.server == server:
+                    uris.append(target.original)
         return uris
 
     async def read_resource(

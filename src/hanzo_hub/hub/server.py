@@ -39,7 +39,7 @@ from hanzo_hub.hub.search import (
     selection_result,
     tool_describer,
 )
-from hanzo_hub.hub.status import STATUS_URI, status_resource, status_result, unavailable_tools
+from hanzo_hub.hub.status import STATUS_URI, status_resource, status_result, unavailable_tools, watch_status
 
 logger = logging.getLogger(__name__)
 
@@ -153,11 +153,17 @@ class _Handlers:
         return types.EmptyResult()
 
     async def subscribe(self, ctx: Ctx, params: types.SubscribeRequestParams) -> types.EmptyResult:
-        await self.hub.subscribe(str(params.uri), ctx.session)
+        if str(params.uri) == STATUS_URI:  # the hub's own resource: no server to subscribe
+            self.hub.relay.subscribe(STATUS_URI, ctx.session)
+        else:
+            await self.hub.subscribe(str(params.uri), ctx.session)
         return types.EmptyResult()
 
     async def unsubscribe(self, ctx: Ctx, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
-        await self.hub.unsubscribe(str(params.uri), ctx.session)
+        if str(params.uri) == STATUS_URI:
+            self.hub.relay.unsubscribe(STATUS_URI, ctx.session)
+        else:
+            await self.hub.unsubscribe(str(params.uri), ctx.session)
         return types.EmptyResult()
 
     async def list_resources(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
@@ -188,10 +194,16 @@ class _Handlers:
         self.hub.notifier.track(ctx.session, ctx.protocol_version)
         key = object()
         uris = list(params.notifications.resource_subscriptions or ()) if params.notifications else []
+        status = STATUS_URI in uris
+        if status:
+            self.hub.relay.subscribe_stream(STATUS_URI, key)
+            uris.remove(STATUS_URI)
         watched = await self.hub.listen_resources(uris, key) if uris else []
         try:
             return await self.hub.notifier.listen_handler(ctx, params)
         finally:
+            if status:
+                self.hub.relay.unsubscribe(STATUS_URI, key)
             with anyio.CancelScope(shield=True), anyio.move_on_after(UNSUBSCRIBE_TIMEOUT):
                 for uri in watched:
                     with contextlib.suppress(HubError, MCPError):
@@ -214,6 +226,7 @@ def build_server(hub: Hub) -> Server[Any]:
     """The hub's front server. Its lifespan is empty: whoever serves it holds ``Hub.open`` around it."""
     h = _Handlers(hub)
     hub.background(lambda: h.search.run_background(hub.list_tools))  # warm-up; closes the index at shutdown
+    watch_status(hub)
     w = h.wrap
     with warnings.catch_warnings():  # setLevel, roots: deprecated in 2026-07-28; the hub serves both eras
         warnings.simplefilter("ignore", MCPDeprecationWarning)

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import json
 import time
+import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import mcp_types as types
 
 from hanzo_hub import __version__
@@ -31,10 +33,32 @@ from hanzo_hub.hub.naming import expose_name
 if TYPE_CHECKING:
     from hanzo_hub.hub.core import Hub
 
-__all__ = ["STATUS_URI", "server_status", "status_resource", "status_result", "unavailable_tools"]
+__all__ = [
+    "STATUS_URI",
+    "server_status",
+    "status_resource",
+    "status_result",
+    "unavailable_tools",
+    "watch_status",
+]
 
 STATUS_URI = "hub://_hub/servers"
 _STARTED = time.monotonic()
+WATCH_INTERVAL = 1.0
+"""How often the hub looks for a change worth a ``notifications/resources/updated`` of :data:`STATUS_URI`."""
+_WATCHED_FIELDS = (
+    "health",
+    "state",
+    "failures",
+    "starts",
+    "last_error",
+    "circuit_open",
+    "needs_login",
+    "exposed",
+    "list_problems",
+)
+"""What a subscriber hears about when it changes; calls in flight and countdowns change too often to be news."""
+_watching: weakref.WeakSet[Hub] = weakref.WeakSet()
 
 
 def status_resource() -> types.Resource:
@@ -46,7 +70,7 @@ def status_resource() -> types.Resource:
         description=(
             "Every server this hub serves: transport, state, health (ok, failing, unavailable, needs_login), exposed "
             "tool counts, failures, when it is tried again, and its last error. Read it when a tool is missing or "
-            "its calls fail."
+            "its calls fail; subscribe to it to hear when a server's health changes."
         ),
         mime_type="application/json",
     )
@@ -137,3 +161,28 @@ def unavailable_tools(hub: Hub, names: Iterable[str]) -> dict[str, str]:
         if reason is not None:
             out[name] = reason
     return out
+
+
+def _fingerprint(hub: Hub) -> str:
+    report = server_status(hub)["servers"]
+    return json.dumps({name: [entry[f] for f in _WATCHED_FIELDS] for name, entry in report.items()}, sort_keys=True)
+
+
+async def _watch(hub: Hub) -> None:
+    last = _fingerprint(hub)
+    while True:
+        await anyio.sleep(WATCH_INTERVAL)
+        now = _fingerprint(hub)
+        if now != last and STATUS_URI in hub.relay.subscribed():
+            await hub.relay.resource_updated(STATUS_URI)
+        last = now
+
+
+def watch_status(hub: Hub) -> None:
+    """Tell the clients subscribed to :data:`STATUS_URI` (both eras) when a server starts, stops, fails, recovers, opens
+    or closes its circuit, needs a login or lists differently: a task in the hub's task group compares the report
+    every :data:`WATCH_INTERVAL` seconds. Once per hub, however many front servers are built on it."""
+    if hub in _watching:
+        return
+    _watching.add(hub)
+    hub.background(lambda: _watch(hub))
