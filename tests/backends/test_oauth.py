@@ -445,3 +445,30 @@ async def test_logout_revokes_only_when_it_can_and_always_forgets(make_settings:
     assert down.returncode == 1
     assert "not revoked: the authorization server could not be reached" in down.stderr
     assert stored(settings) is None
+
+
+async def test_a_client_registered_by_hand_logs_in_refreshes_and_revokes_with_its_secret(
+    make_settings: MakeSettings,
+) -> None:
+    """The config's ``oauth.client_id`` / ``client_secret`` (from the vault) / ``redirect_port``: no dynamic
+    registration, the secret authenticates the code exchange, the refresh and the revocation."""
+    from tests.fixtures.oauth_server import PRESET_ID, PRESET_SECRET
+
+    redirect = free_port()
+    with oauth_server(ttl=1, mode=f"preset:{redirect}") as origin:
+        oauth = {"client_id": PRESET_ID, "client_secret": "${vault:PRESET_SECRET}", "redirect_port": redirect}
+        settings = make_settings({"remote": remote(origin, oauth=oauth)})
+        Vault(settings.vault_dir, keyring_service=None).set("PRESET_SECRET", PRESET_SECRET)
+        result = await do_login(settings)
+        assert not result.registered
+        await anyio.sleep(1.5)  # the one-second access token has expired: serving refreshes it, as the preset client
+        error, text = await call(settings, "whoami")
+        assert not error, text
+        assert text == f"alice via {PRESET_ID}"
+        seen = stats(origin)
+        assert seen["registrations"] == 0
+        assert seen["refreshes"] >= 1
+        gone = _logout(settings)
+        assert gone.returncode == 0, gone.stderr
+        assert gone.stdout.startswith("revoked the refresh token and access token at ")
+        assert stats(origin)["live_refresh_tokens"] == 0
