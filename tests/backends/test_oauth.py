@@ -377,16 +377,20 @@ async def listed(client: Client, name: str) -> set[str]:
             await anyio.sleep(0.05)
 
 
-async def test_a_server_never_logged_in_offers_a_login_tool(make_settings: MakeSettings) -> None:
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_server_never_logged_in_offers_a_login_tool(make_settings: MakeSettings, mode: str) -> None:
+    """2025-11-25: the URL goes out as elicitation/create on the session, and elicitation/complete follows.
+    2026-07-28: the call answers InputRequiredResult with the URL elicitation; the retry waits for the login."""
     with oauth_server() as origin:
         settings = make_settings({"remote": remote(origin), "local": inproc("alpha")})
         user = UrlClient()
         async with (
             Hub.open(settings) as hub,
             Client(
-                build_server(hub), mode="legacy", elicitation_callback=user.elicitation, message_handler=user.on_message
+                build_server(hub), mode=mode, elicitation_callback=user.elicitation, message_handler=user.on_message
             ) as client,
         ):
+            assert (client.protocol_version == "2026-07-28") == (mode == "auto")
             before = await listed(client, "remote__login")
             result = await client.call_tool("remote__login", {})
             after = await listed(client, "remote__whoami")
@@ -399,16 +403,21 @@ async def test_a_server_never_logged_in_offers_a_login_tool(make_settings: MakeS
         assert text_of(whoami).startswith("alice via ")
         assert text_of(echoed) == "[redacted:oauth.remote.access]"
         assert len(user.asked) == 1
-        assert user.completed == [user.asked[0].elicitation_id]
+        assert user.asked[0].url.startswith(f"{origin}/authorize?")
+        # elicitation/complete is a handshake-era notice; the stateless era's retry is its own completion
+        assert user.completed == ([user.asked[0].elicitation_id] if mode == "legacy" else [])
         record = stored(settings)
         assert record is not None
         assert record.tokens is not None  # kept for the next start, as `hanzo-hub auth login` would
 
 
-async def test_a_client_without_url_elicitation_is_told_to_use_the_command(make_settings: MakeSettings) -> None:
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_client_without_url_elicitation_is_told_to_use_the_command(
+    make_settings: MakeSettings, mode: str
+) -> None:
     with oauth_server() as origin:
         settings = make_settings({"remote": remote(origin), "local": inproc("alpha")})
-        async with Hub.open(settings) as hub, Client(build_server(hub), mode="legacy") as client:
+        async with Hub.open(settings) as hub, Client(build_server(hub), mode=mode) as client:
             await listed(client, "remote__login")
             result = await client.call_tool("remote__login", {})
         assert result.is_error
@@ -472,3 +481,21 @@ async def test_a_client_registered_by_hand_logs_in_refreshes_and_revokes_with_it
         assert gone.returncode == 0, gone.stderr
         assert gone.stdout.startswith("revoked the refresh token and access token at ")
         assert stats(origin)["live_refresh_tokens"] == 0
+
+
+async def test_a_stateless_client_that_declines_the_login_gets_why(make_settings: MakeSettings) -> None:
+    with oauth_server() as origin:
+        settings = make_settings({"remote": remote(origin), "local": inproc("alpha")})
+        user = UrlClient("decline")
+        async with (
+            Hub.open(settings) as hub,
+            Client(build_server(hub), mode="auto", elicitation_callback=user.elicitation) as client,
+        ):
+            await listed(client, "remote__login")
+            result = await client.call_tool("remote__login", {})
+            still = {tool.name for tool in (await client.list_tools()).tools}
+        assert result.is_error
+        assert "the user did not open the authorization page (decline)" in text_of(result)
+        assert "remote__login" in still  # nothing changed: the login tool is still there to try again
+        record = stored(settings)
+        assert record is None or record.tokens is None

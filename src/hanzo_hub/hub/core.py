@@ -352,7 +352,7 @@ class Hub:
     ) -> types.CallToolResult | types.InputRequiredResult:
         """Forward an admitted call to its server (through the era bridge where the eras differ)."""
         if target.original == LOGIN_TOOL and self.login_prompt.is_placeholder(target.server):
-            return await self.login_prompt.login_tool(target.server, ctx)
+            return await self.login_prompt.login_tool(target.server, ctx, params)
         if progress is not None and self.guard.redact is not None:
             progress = redacted_progress(progress, self.guard.redact)
         meta = self.relay.downstream_meta(ctx)

@@ -9,9 +9,12 @@ redirects to the hub's loopback callback, the tokens go to the vault, the client
 ``notifications/elicitation/complete``, and the call is retried once. A client that cannot show URLs, a user who
 declines, or a login that does not finish in time leaves the call's error as it was, with the reason added.
 
-It runs only for handshake-era clients (their session can carry a request back to the client during a call) and
-only where ``backends.oauth_prompt`` is on (the default). One login per server runs at a time; a call that arrives
-while one runs waits for it.
+Both eras get the login tool of a server never logged in (``<server>__login``): a handshake-era client over its
+session, a stateless-era client (2026-07-28) through an ``InputRequiredResult`` round (the era bridge parks the
+login). A call to a listed server whose login was lost is mended in place only for handshake-era clients (their
+session can carry a request back during the call); a stateless-era client is told to call the login tool or run the
+command. All of it only where ``backends.oauth_prompt`` is on (the default). One login per server runs at a time; a
+call that arrives while one runs waits for it.
 """
 
 from __future__ import annotations
@@ -24,11 +27,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
+from mcp_types import CLIENT_CAPABILITIES_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from hanzo_hub.backends.listing import Listing
 from hanzo_hub.config import HttpServerSpec, SseServerSpec
 from hanzo_hub.errors import AuthorizationFailed, BackendError, BackendUnavailable, HubError
+from hanzo_hub.hub.bridge import Parked
 from hanzo_hub.hub.oauth_login import login
 
 if TYPE_CHECKING:
@@ -64,9 +69,20 @@ def _error(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
+def _modern(ctx: ServerRequestContext[Any, Any]) -> bool:
+    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
 def _shows_urls(ctx: ServerRequestContext[Any, Any] | None) -> bool:
-    if ctx is None or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+    """Whether the client of ``ctx`` declared URL-mode elicitation: on its session (2025-11-25), or in the request's
+    ``_meta`` (2026-07-28, where capabilities travel with each request)."""
+    if ctx is None:
         return False
+    if _modern(ctx):
+        params = ctx.params if isinstance(ctx.params, dict) else {}
+        declared = (params.get("_meta") or {}).get(CLIENT_CAPABILITIES_META_KEY)
+        elicitation = declared.get("elicitation") if isinstance(declared, dict) else None
+        return isinstance(elicitation, dict) and "url" in elicitation
     capabilities = ctx.session.client_capabilities
     return bool(capabilities and capabilities.elicitation and capabilities.elicitation.url is not None)
 
@@ -91,14 +107,41 @@ class LoginPrompt:
         listing = self._hub.registry.listings.get(server)
         return listing is not None and listing.server_info == _PLACEHOLDER_INFO
 
-    async def login_tool(self, server: str, ctx: ServerRequestContext[Any, Any] | None) -> types.CallToolResult:
-        """What calling ``<server>__login`` does: log in through the client, start the server, list its tools."""
+    async def login_tool(
+        self,
+        server: str,
+        ctx: ServerRequestContext[Any, Any] | None,
+        params: types.CallToolRequestParams | None = None,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """What calling ``<server>__login`` does: log in through the client, start the server, list its tools.
+
+        A stateless-era client cannot take a request during its call, so for it the login runs as a call parked in
+        the era bridge (``hub/bridge.py``): the authorization URL reaches the client as an ``InputRequiredResult``
+        holding a URL-mode elicitation, and the client's retry (after the user approved) waits for the login.
+        """
+        bridge, key = self._hub.bridge, f"{server}\x00{LOGIN_TOOL}"
+        state = params.request_state if params is not None else None
+        if ctx is not None and _modern(ctx) and params is not None and state and bridge.knows(state):
+            return await bridge.settle(bridge.resume(key, params))
         if ctx is None or not _shows_urls(ctx):
             return _error(
                 f"The server '{server}' needs an OAuth login, and this client cannot open an authorization page for "
                 f"the hub: run `hanzo-hub auth login {server}` in a terminal."
             )
-        why = await self.run(server, ctx)
+        if _modern(ctx):
+
+            async def parked_login(parked: Parked) -> types.CallToolResult:
+                async def through_client(url: str) -> None:
+                    request = types.ElicitRequest(params=types.ElicitRequestURLParams(message=_ask(server), url=url))
+                    _accepted(await parked.ask("elicitation", request))
+
+                return await self._logged_in(server, await self._login(server, through_client, None))
+
+            return await bridge.settle(bridge.start(key, parked_login))
+        return await self._logged_in(server, await self.run(server, ctx))
+
+    async def _logged_in(self, server: str, why: str | None) -> types.CallToolResult:
+        """The login tool's answer once the login ended (``why``: how it failed, or ``None``)."""
         if why is not None:
             return _error(f"The login to server '{server}' failed: {why}")
         try:
@@ -113,8 +156,8 @@ class LoginPrompt:
     def applies(self, server: str, ctx: ServerRequestContext[Any, Any] | None) -> bool:
         """Whether a failed call to ``server`` from ``ctx`` may be mended by a login through the client."""
         hub = self._hub
-        if not hub.settings.backends.oauth_prompt or not _shows_urls(ctx):
-            return False
+        if not hub.settings.backends.oauth_prompt or ctx is None or _modern(ctx) or not _shows_urls(ctx):
+            return False  # a stateless-era client's call cannot be held for a login (yet): the login tool can
         spec = hub.servers.get(server)
         supervisor = hub.pool.supervisors.get(server)
         return isinstance(spec, HttpServerSpec | SseServerSpec) and supervisor is not None and supervisor.needs_login
@@ -140,7 +183,23 @@ class LoginPrompt:
         return await retry()
 
     async def run(self, server: str, ctx: ServerRequestContext[Any, Any]) -> str | None:
-        """Log in to ``server`` through the client of ``ctx``; ``None`` when it worked (retry the call), else why not.
+        """Log in to ``server`` through the (handshake-era) client of ``ctx``; ``None`` when it worked (retry the
+        call), else why not."""
+        elicitation_id = secrets.token_urlsafe(12)
+
+        async def through_client(url: str) -> None:
+            message = _ask(server)
+            _accepted(await ctx.session.elicit_url(message, url, elicitation_id, related_request_id=ctx.request_id))
+
+        async def complete() -> None:
+            await ctx.session.send_elicit_complete(elicitation_id, related_request_id=ctx.request_id)
+
+        return await self._login(server, through_client, complete)
+
+    async def _login(
+        self, server: str, open_url: Callable[[str], Awaitable[None]], complete: Callable[[], Awaitable[None]] | None
+    ) -> str | None:
+        """Log in to ``server`` with ``open_url`` as the browser; ``None`` when it worked, else why not.
 
         A call that finds another login to the same server running waits for it, then retries without a second one.
         """
@@ -149,24 +208,29 @@ class LoginPrompt:
         async with lock:
             if not supervisor.needs_login:  # a login that ran while this call waited mended it
                 return None
-            elicitation_id = secrets.token_urlsafe(12)
-
-            async def through_client(url: str) -> None:
-                message = f"hanzo-hub needs you to authorize it with the server '{server}' (OAuth)."
-                answer = await ctx.session.elicit_url(message, url, elicitation_id, related_request_id=ctx.request_id)
-                if answer.action != "accept":
-                    raise AuthorizationFailed(f"the user did not open the authorization page ({answer.action})")
-
             try:
                 settings = self._hub.settings
-                await login(settings, server, open_url=through_client, notify=logger.info, timeout=LOGIN_SECONDS)
+                await login(settings, server, open_url=open_url, notify=logger.info, timeout=LOGIN_SECONDS)
             except HubError as exc:
                 logger.warning("OAuth login to server %s through the client failed: %s", server, exc)
                 return str(exc)
             supervisor.forgive()
-            try:
-                await ctx.session.send_elicit_complete(elicitation_id, related_request_id=ctx.request_id)
-            except Exception:  # the notice is a courtesy; the login worked either way
-                logger.debug("elicitation/complete could not be sent", exc_info=True)
+            if complete is not None:
+                try:
+                    await complete()
+                except Exception:  # the notice is a courtesy; the login worked either way
+                    logger.debug("elicitation/complete could not be sent", exc_info=True)
             logger.info("server %s: logged in through the client", server)
             return None
+
+
+def _ask(server: str) -> str:
+    return f"hanzo-hub needs you to authorize it with the server '{server}' (OAuth)."
+
+
+def _accepted(answer: Any) -> None:
+    """Raise unless the client's answer to the URL elicitation is "accept"."""
+    action = getattr(answer, "action", None)
+    if action != "accept":
+        why = action or getattr(answer, "message", None) or "no answer"
+        raise AuthorizationFailed(f"the user did not open the authorization page ({why})")
