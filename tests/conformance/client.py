@@ -72,9 +72,11 @@ def _value_for(schema: dict[str, Any]) -> Any:
 
 
 async def answer_elicitation(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
-    """Accept, filling every property with its schema default (SEP-1034), else a value of its type."""
+    """Accept, filling every property with its schema default (SEP-1034), else a value of its type. A URL (the hub's
+    OAuth login through the client) is declined: this headless client has no browser to open it, and accepting would
+    leave the login waiting for an authorization that never comes."""
     if isinstance(params, types.ElicitRequestURLParams):
-        return types.ElicitResult(action="accept")
+        return types.ElicitResult(action="decline")
     properties = (params.requested_schema or {}).get("properties") or {}
     content = {name: _value_for(schema) for name, schema in properties.items()}
     logger.info("elicitation %r answered with %s", params.message, content)
