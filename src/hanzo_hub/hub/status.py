@@ -169,11 +169,14 @@ def _fingerprint(hub: Hub) -> str:
 
 
 async def _watch(hub: Hub) -> None:
-    last = _fingerprint(hub)
+    last: str | None = None
     while True:
         await anyio.sleep(WATCH_INTERVAL)
+        if STATUS_URI not in hub.relay.subscribed():
+            last = None  # nobody listens: no report is built
+            continue
         now = _fingerprint(hub)
-        if now != last and STATUS_URI in hub.relay.subscribed():
+        if last is not None and now != last:
             await hub.relay.resource_updated(STATUS_URI)
         last = now
 
@@ -181,7 +184,8 @@ async def _watch(hub: Hub) -> None:
 def watch_status(hub: Hub) -> None:
     """Tell the clients subscribed to :data:`STATUS_URI` (both eras) when a server starts, stops, fails, recovers, opens
     or closes its circuit, needs a login or lists differently: a task in the hub's task group compares the report
-    every :data:`WATCH_INTERVAL` seconds. Once per hub, however many front servers are built on it."""
+    every :data:`WATCH_INTERVAL` seconds while someone is subscribed (the first comparison is a tick after the first
+    subscription). Once per hub, however many front servers are built on it."""
     if hub in _watching:
         return
     _watching.add(hub)
