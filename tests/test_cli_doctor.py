@@ -101,6 +101,30 @@ def test_catalog_server_installing_on_start_only_warns(make_settings: MakeSettin
     assert "packaged tool list" in checks["server:time"]["detail"]
 
 
+def test_an_unconfigured_openapi_server_names_its_settings(make_settings: MakeSettings) -> None:
+    """The OpenAPI entry ships no tools (they come from the user's spec), so doctor says what to set, and where."""
+    settings = make_settings({}, catalog={"enabled": ["openapi"]})
+    code, checks, _ = doctor(settings)
+    assert code == 0
+    check = checks["server:openapi"]
+    assert check["status"] == "warn"
+    assert "API_BASE_URL, API_SPEC_URL not set (the manifest requires it)" in check["detail"]
+    assert "not listed yet" in check["detail"]
+    shown = subprocess.run(
+        [sys.executable, "-m", "hanzo_hub", "catalog", "show", "openapi", "--home", str(settings.home)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env={**os.environ, "COLUMNS": "200"},
+    ).stdout
+    assert "AUTH_TOKEN" in shown
+    assert "from the vault" in shown
+    assert "no tool snapshot" in shown
+    assert "hanzo-hub catalog refresh openapi" in shown
+
+
 def test_manifest_problems_are_reported(make_settings: MakeSettings, tmp_path: Path) -> None:
     manifests = tmp_path / "manifests"
     shutil.copytree(PACKAGED_DIR / "time", manifests / "time")

@@ -149,6 +149,20 @@ def _cmd_show(args: argparse.Namespace, settings: HubSettings, console: Console)
     if spec.env:
         console.print(f"env: {spec.env}", highlight=False)
     console.print(f"installed: {is_installed(settings, entry)}; tools from {entry.tools_origin}")
+    variables = [var for package in entry.server.packages for var in package.environment_variables]
+    if variables:
+        settings_table = Table("variable", "needs", "description")
+        for var in variables:
+            needs = (("required", var.is_required), ("from the vault", var.is_secret), ("set", var.name in spec.env))
+            settings_table.add_row(var.name, ", ".join(word for word, on in needs if on), var.description or "")
+        console.print(settings_table)
+    if entry.tools is None:
+        console.print(
+            "no tool snapshot: the tools are generated from the server's configuration; the hub lists them live on"
+            f" first start and 'hanzo-hub catalog refresh {entry.id}' stores them",
+            highlight=False,
+        )
+        return 0
     table = Table("tool", "description")
     for tool in entry.tools.tools if entry.tools else []:
         override = entry.meta.tool_overrides.get(str(tool.get("name")))

@@ -130,7 +130,10 @@ def _server_check(
     if missing:
         fails.append((f"secret {', '.join(missing)} not in the vault", f"hanzo-hub secrets set {missing[0]}"))
     listing = hub.snapshots.load(name)
-    parts.append(_listed(listing, "snapshot") if listing is not None or entry is None else "packaged tool list")
+    if listing is not None or entry is None or entry.tools is None:
+        parts.append(_listed(listing, "snapshot"))
+    else:
+        parts.append("packaged tool list")
     detail = ", ".join(parts)
     graded: tuple[tuple[Status, list[tuple[str, str]]], ...] = (("fail", fails), ("warn", warns))
     for status, found in graded:

@@ -71,6 +71,7 @@ async def run_live(
     project: Path | None = None,
     policy: dict[str, Any] | None = None,
     call_timeout: float = 30.0,
+    tools: Sequence[str] | None = None,
 ) -> Outcome:
     """Install ``server``, enable it from the catalog as a user does, check its tools against the snapshot and make
     ``calls``.
@@ -79,7 +80,8 @@ async def run_live(
     policy, with ``project`` (default ``tmp``) as the project root. The test's service addresses go in as a user's
     ``catalog.overrides`` entry: ``args`` replaces the manifest's launch arguments (after the first ``keep_args`` of
     them), ``extra_args`` are appended, ``env`` is merged over the manifest's environment. ``policy`` is the user's
-    ``sandbox.servers[server]`` entry (e.g. granting a browser the test's loopback site).
+    ``sandbox.servers[server]`` entry (e.g. granting a browser the test's loopback site). ``tools`` names the tools
+    a server without a ``tools.json`` must list (a dynamic one, whose tools come from the test's configuration).
     """
     settings = HubSettings(home=HOME, catalog={"enabled": [server], "project": project or tmp})
     entry = load_catalog(settings).entries[server]
@@ -104,13 +106,16 @@ async def run_live(
         outcome = Outcome(tools=list((await client.list_tools()).tools))
         for call in calls:
             outcome.results.append(await client.call_tool(call.tool, call.arguments))
-    assert entry.tools is not None
-    hidden = {name for name, fix in entry.meta.tool_overrides.items() if fix.hidden}
-    expected = sorted(n for n in entry.tools.names if n not in hidden)
-    assert sorted(t.name for t in outcome.tools) == expected, "live tools differ from tools.json"
-    by_name = {str(t["name"]): t for t in entry.tools.tools}
-    for tool in outcome.tools:
-        assert tool.input_schema == by_name[tool.name]["inputSchema"], f"{tool.name}: input schema drifted"
+    if entry.tools is None:
+        assert tools is not None, f"{server} has no tools.json: name the tools it must list"
+        assert sorted(t.name for t in outcome.tools) == sorted(tools), "live tools differ from the expected ones"
+    else:
+        hidden = {name for name, fix in entry.meta.tool_overrides.items() if fix.hidden}
+        expected = sorted(n for n in entry.tools.names if n not in hidden)
+        assert sorted(t.name for t in outcome.tools) == expected, "live tools differ from tools.json"
+        by_name = {str(t["name"]): t for t in entry.tools.tools}
+        for tool in outcome.tools:
+            assert tool.input_schema == by_name[tool.name]["inputSchema"], f"{tool.name}: input schema drifted"
     for call, result in zip(calls, outcome.results, strict=True):
         dumped = json.dumps(result.model_dump(mode="json"), ensure_ascii=False)
         assert result.is_error is call.error, f"{call.tool}: {dumped[:2000]}"

@@ -402,6 +402,14 @@ def graphql(tmp: Path) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}/graphql"
 
 
+@contextlib.contextmanager
+def local_process(cmd: list[str], log: Path, port: int, what: str) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``cmd`` (output to ``log``) until it listens on loopback ``port``; stopped on exit."""
+    with _process(cmd, log) as proc:
+        _wait(lambda: _port_open(port), proc, log, what)
+        yield proc
+
+
 def seed_aws(aws: Aws, script: str) -> str:
     """Run a boto3 ``script`` against moto from moto's own venv (boto3 is not a project dependency); its stdout."""
     result = subprocess.run(
