@@ -1,13 +1,81 @@
-"""What a failed connection attempt to a downstream server says: the words the supervisor logs and reports."""
+"""A downstream server's failures: what a failed connection attempt says (the words the supervisor logs and
+reports), and the backoff and circuit breaker that consecutive failures drive."""
 
 from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import mcp_types as types
 from mcp import MCPError
 
-from hanzo_hub.errors import AuthorizationRequired, SandboxError
+from hanzo_hub.config import BackendSettings
+from hanzo_hub.errors import AuthorizationRequired, BackendUnavailable, SandboxError
 
-__all__ = ["describe_failure", "innermost", "needs_login"]
+__all__ = ["Backoff", "describe_failure", "innermost", "needs_login"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Backoff:
+    """Consecutive failures of one server, when it may start again, and whether its circuit is open.
+
+    Below ``breaker_threshold`` failures the wait before the next start doubles from ``restart_backoff`` up to
+    ``restart_backoff_max``; at the threshold the circuit opens for ``breaker_cooldown`` and requests fail fast.
+    """
+
+    name: str
+    settings: BackendSettings
+    clock: Callable[[], float]
+    failures: int = 0
+    last_error: str | None = None
+    next_start: float = 0.0
+
+    def succeeded(self) -> None:
+        """A request went through: the failures in a row are over (the last error stays, for reports)."""
+        self.failures = 0
+
+    def forgive(self) -> None:
+        """Forget past failures (their cause was fixed): the next request may start the server at once."""
+        self.failures, self.next_start = 0, 0.0
+
+    def record(self, reason: str) -> None:
+        """One more failure: the next start waits longer, or the circuit opens."""
+        self.failures += 1
+        self.last_error = reason
+        if self.failures >= self.settings.breaker_threshold:
+            delay = self.settings.breaker_cooldown
+        else:
+            delay = min(self.settings.restart_backoff * 2 ** (self.failures - 1), self.settings.restart_backoff_max)
+        self.next_start = self.clock() + delay
+        logger.warning("server %s failed (%d in a row): %s", self.name, self.failures, reason)
+
+    def wait(self) -> float:
+        """Seconds until the server may start again (0 when it may start now)."""
+        return max(0.0, self.next_start - self.clock())
+
+    def retry_in(self) -> float:
+        """Like :meth:`wait`, but 0 while nothing has failed (for reports)."""
+        return self.wait() if self.failures else 0.0
+
+    def circuit_open(self) -> bool:
+        """Whether requests fail fast now."""
+        return self.failures >= self.settings.breaker_threshold and self.wait() > 0
+
+    def check(self) -> None:
+        """Fail fast while the circuit is open.
+
+        Raises:
+            BackendUnavailable: the circuit is open; the message says for how long and why.
+        """
+        if self.circuit_open():
+            raise BackendUnavailable(
+                self.name,
+                f"is unavailable after {self.failures} consecutive failures (retry in {self.wait():.0f} s): "
+                f"{self.last_error}",
+            )
 
 
 def innermost(exc: BaseException) -> BaseException:

@@ -27,7 +27,7 @@ from mcp.shared.subscriptions import ResourceUpdated
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from hanzo_hub.backends.base import ConnectContext, build_target, watched
-from hanzo_hub.backends.failures import describe_failure, needs_login
+from hanzo_hub.backends.failures import Backoff, describe_failure, needs_login
 from hanzo_hub.backends.listing import Listing, fetch_listing
 from hanzo_hub.backends.metrics import NO_METRICS, ServerMetrics
 from hanzo_hub.backends.rawchannel import RawChannel
@@ -134,9 +134,7 @@ class Supervisor:
         self.needs_login = False
         """Its last start failed for want of an OAuth login (``hub/login_prompt.py`` may get one)."""
         self.last_used = 0.0
-        self.failures = 0
-        self.last_error: str | None = None
-        self._next_start = 0.0
+        self.backoff = Backoff(name, settings, clock)
         self._preparing = False  # the prepare_start hook runs (e.g. a catalog install): waiters wait it out
         self.starts = 0
         self.junk_lines = 0
@@ -152,6 +150,16 @@ class Supervisor:
     def call_timeout(self) -> float:
         """The deadline of one request to this server."""
         return self.spec.call_timeout or self._settings.call_timeout
+
+    @property
+    def failures(self) -> int:
+        """Failures in a row (0 once a start or a request succeeds)."""
+        return self.backoff.failures
+
+    @property
+    def last_error(self) -> str | None:
+        """Why the last start or request failed, if one did."""
+        return self.backoff.last_error
 
     @property
     def client(self) -> Client | None:
@@ -199,7 +207,7 @@ class Supervisor:
                 raise
         finally:
             self._done()
-        self.failures = 0
+        self.backoff.succeeded()
         return result
 
     async def raw_request(
@@ -234,7 +242,7 @@ class Supervisor:
             raise
         finally:
             self._done()
-        self.failures = 0
+        self.backoff.succeeded()
         return answer
 
     async def _lost(self, ended: anyio.Event) -> BackendCrashed:
@@ -279,8 +287,8 @@ class Supervisor:
                 with anyio.fail_after(self._start_bound()):
                     await self._changed.wait()
                 continue
-            self._check_breaker()
-            wait = self._next_start - self._clock()
+            self.backoff.check()
+            wait = self.backoff.wait()
             if wait > 0:
                 await anyio.sleep(wait)
                 continue
@@ -296,19 +304,19 @@ class Supervisor:
 
     def forgive(self) -> None:
         """Forget past failures (a login fixed their cause): the next request starts it at once."""
-        self.failures, self._next_start, self.needs_login = 0, 0.0, False
+        self.backoff.forgive()
+        self.needs_login = False
 
     def status(self) -> dict[str, Any]:
         """A summary for health reports."""
-        retry_in = max(0.0, self._next_start - self._clock()) if self.failures else 0.0
         return {
             "state": self.state.value,
             "in_flight": self.in_flight,
             "failures": self.failures,
             "starts": self.starts,
             "last_error": self.last_error,
-            "circuit_open": self._circuit_open(),
-            "retry_in_s": round(retry_in, 1),
+            "circuit_open": self.backoff.circuit_open(),
+            "retry_in_s": round(self.backoff.retry_in(), 1),
             "needs_login": self.needs_login,
         }
 
@@ -321,30 +329,6 @@ class Supervisor:
         self.state = state
         self._changed.set()
         self._changed = anyio.Event()
-
-    def _circuit_open(self) -> bool:
-        return self.failures >= self._settings.breaker_threshold and self._clock() < self._next_start
-
-    def _check_breaker(self) -> None:
-        if self.failures < self._settings.breaker_threshold:
-            return
-        remaining = self._next_start - self._clock()
-        if remaining > 0:
-            raise BackendUnavailable(
-                self.name,
-                f"is unavailable after {self.failures} consecutive failures (retry in {remaining:.0f} s): "
-                f"{self.last_error}",
-            )
-
-    def _record_failure(self, reason: str) -> None:
-        self.failures += 1
-        self.last_error = reason
-        if self.failures >= self._settings.breaker_threshold:
-            delay = self._settings.breaker_cooldown
-        else:
-            delay = min(self._settings.restart_backoff * 2 ** (self.failures - 1), self._settings.restart_backoff_max)
-        self._next_start = self._clock() + delay
-        logger.warning("server %s failed (%d in a row): %s", self.name, self.failures, reason)
 
     async def _start(self) -> None:
         self._set_state(State.STARTING)
@@ -392,14 +376,14 @@ class Supervisor:
                 self._tg.start_soon(_watchdog, scope, attempt.ready, self._settings.connect_timeout * 2)
                 await self._connected(attempt, lost)
             if scope.cancelled_caught and not attempt.ready.is_set():
-                self._record_failure(f"did not complete its handshake in time{self._log_hint()}")
+                self.backoff.record(f"did not complete its handshake in time{self._log_hint()}")
                 attempt.error = TimeoutError()
             elif lost.is_set() and not self._stop.is_set():
-                self._record_failure(f"exited unexpectedly{self._log_hint()}")
+                self.backoff.record(f"exited unexpectedly{self._log_hint()}")
         except Exception as exc:  # task boundary: a broken downstream must never take the hub down
             self.needs_login = needs_login(exc)
             reason = describe_failure(exc, started=attempt.ready.is_set())
-            self._record_failure(f"{reason}{self._log_hint()}")
+            self.backoff.record(f"{reason}{self._log_hint()}")
             if self.needs_login:
                 self._hooks.on_needs_login(self.name)
             attempt.error = exc
