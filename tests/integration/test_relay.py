@@ -173,6 +173,40 @@ async def test_resource_updates_reach_a_subscribed_client(make_settings: MakeSet
     assert updates == ["hub://fx/test://watched-resource"]
 
 
+async def test_a_status_subscription_does_not_break_a_servers_start(make_settings: MakeSettings) -> None:
+    """A client subscribed to the hub's own status resource, which no server owns, then to a server's resource: its
+    updates arrive, and still do after the server restarts (the hub re-subscribes it to what it owns, and only that:
+    the status resource used to break the re-subscription)."""
+    from hanzo_hub.hub.core import Hub
+    from hanzo_hub.hub.server import build_server
+    from hanzo_hub.hub.status import STATUS_URI
+
+    entry = {"command": sys.executable, "args": [str(FIXTURE), "--stdio"], "cwd": str(REPO), "protocol": "legacy"}
+    settings = make_settings({"fx": entry, "plain": stdio("ok", "plain")})
+    updates: list[str] = []
+    got = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updates.append(str(message.params.uri))
+            got.set()
+
+    async with Hub.open(settings) as hub, Client(build_server(hub), mode="legacy", message_handler=on_message) as c:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await c.subscribe_resource(STATUS_URI)
+            await c.subscribe_resource("hub://fx/test://watched-resource")  # fx starts here
+        assert hub.resource_subscriptions("fx") == ["test://watched-resource"]
+        for _ in range(2):  # then again after a restart, which re-subscribes fx to what it owns
+            updates.clear()
+            await c.call_tool("fx__test_update_watched_resource", {})
+            with anyio.fail_after(5):
+                while "hub://fx/test://watched-resource" not in updates:
+                    await got.wait()
+                    got = anyio.Event()
+            await hub.pool.get("fx").stop()
+
+
 @pytest.mark.parametrize("protocol", ["legacy", "auto"], ids=["downstream-2025", "downstream-auto"])
 async def test_resource_updates_reach_a_listening_stateless_client(make_settings: MakeSettings, protocol: str) -> None:
     from mcp.shared.subscriptions import ResourceUpdated

@@ -11,14 +11,14 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
 import mcp_types as types
-from mcp import Client, MCPError
+from mcp import Client
 from mcp.server.context import ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.shared.dispatcher import ProgressFnT
@@ -35,7 +35,6 @@ from hanzo_hub.catalog.loader import Catalog, CatalogEntry, catalog_snapshots, l
 from hanzo_hub.config import HubSettings, InprocServerSpec, ServerSpec
 from hanzo_hub.errors import (
     BackendError,
-    HubError,
     PromptNotFound,
     ResourceNotFound,
     ToolNotFound,
@@ -59,6 +58,8 @@ from hanzo_hub.hub.relay import Relay
 from hanzo_hub.hub.reload import watch as watch_config
 from hanzo_hub.hub.results import flag_text_errors
 from hanzo_hub.hub.served import configured_servers, exposure
+from hanzo_hub.hub.status import STATUS_URI
+from hanzo_hub.hub.subscriptions import Subscriptions
 from hanzo_hub.sandbox.launch import Backends
 from hanzo_hub.sandbox.vault import redacted_logs, redacted_model, redacted_progress
 
@@ -132,6 +133,8 @@ class Hub:
             learn_secret=self.guard.learn_secret,
         )
         self.metrics.registry.register(PoolCollector(self.pool.status, lambda: len(self.registry.tools())))
+        resolve_uri = functools.partial(self._resolve, self.registry.resolve_uri)
+        self.subscriptions = Subscriptions(self.registry, self.relay, self.pool, resolve_uri, own=(STATUS_URI,))
 
     @classmethod
     @asynccontextmanager
@@ -267,10 +270,8 @@ class Hub:
         if self.relay.log_level is not None and caps.logging is not None and not is_modern(client):
             await legacy_request(client, set_level_request(self.relay.log_level))
         if caps.resources is not None and caps.resources.subscribe and not is_modern(client):
-            for exposed in self.relay.subscribed():
-                target = self.registry.resolve_uri(exposed)
-                if target.server == server:
-                    await legacy_request(client, subscription_request(target.original, subscribe=True))
+            for uri in self.subscriptions.of_server(server):
+                await legacy_request(client, subscription_request(uri, subscribe=True))
 
     def _exposed_uri(self, server: str, uri: str) -> str:
         return expose_uri(uri, self.registry.alias(server)) if self.registry.prefixed(server) else uri
@@ -444,60 +445,9 @@ class Hub:
             for supervisor in self.pool.running:
                 tg.start_soon(one, supervisor.name)
 
-    async def subscribe(self, uri: str, session: ServerSession) -> None:
-        """Subscribe a client to an exposed resource; the owning server is subscribed once for all clients.
-
-        Raises:
-            ResourceNotFound: no server owns the URI.
-            BackendError: the owning server failed.
-        """
-        target = await self._resolve(self.registry.resolve_uri, uri)
-        if self.relay.subscribe(uri, session):
-            await self._update_subscription(target, subscribe=True)
-
-    async def listen_resources(self, uris: list[str], key: object) -> list[str]:
-        """Subscribe the owning servers to the resources a ``subscriptions/listen`` stream asks for.
-
-        Returns the URIs it subscribed (unknown ones are skipped; the stream simply never hears of them).
-        """
-        done = []
-        for uri in uris:
-            try:
-                target = await self._resolve(self.registry.resolve_uri, uri)
-                if self.relay.subscribe_stream(uri, key):
-                    await self._update_subscription(target, subscribe=True)
-            except (HubError, MCPError):
-                logger.info("a listen stream asked for resource %s, which cannot be watched", uri)
-                continue
-            done.append(uri)
-        return done
-
-    async def unsubscribe(self, uri: str, session: ServerSession | object) -> None:
-        """Drop a client's (or listen stream's) subscription; the server is unsubscribed when nobody listens."""
-        target = await self._resolve(self.registry.resolve_uri, uri)
-        if self.relay.unsubscribe(uri, session):
-            await self._update_subscription(target, subscribe=False)
-
-    async def _update_subscription(self, target: Target, *, subscribe: bool) -> None:
-        supervisor = self.pool.get(target.server)
-
-        async def op(client: Client) -> None:
-            if is_modern(client):
-                await supervisor.resubscribe()  # its change stream is reopened with the new set of URIs
-            else:
-                await legacy_request(client, subscription_request(target.original, subscribe=subscribe))
-
-        await supervisor.request(op)
-
     def resource_subscriptions(self, server: str) -> list[str]:
         """The server's own URIs of resources clients subscribed to (for its change stream)."""
-        uris = []
-        for exposed in self.relay.subscribed():
-            with suppress(HubError):  # the hub's own resources (its status) have no server
-                target = self.registry.resolve_uri(exposed)
-                if target.server == server:
-                    uris.append(target.original)
-        return uris
+        return self.subscriptions.of_server(server)
 
     async def read_resource(
         self,

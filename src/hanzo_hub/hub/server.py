@@ -153,17 +153,11 @@ class _Handlers:
         return types.EmptyResult()
 
     async def subscribe(self, ctx: Ctx, params: types.SubscribeRequestParams) -> types.EmptyResult:
-        if str(params.uri) == STATUS_URI:  # the hub's own resource: no server to subscribe
-            self.hub.relay.subscribe(STATUS_URI, ctx.session)
-        else:
-            await self.hub.subscribe(str(params.uri), ctx.session)
+        await self.hub.subscriptions.subscribe(str(params.uri), ctx.session)
         return types.EmptyResult()
 
     async def unsubscribe(self, ctx: Ctx, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
-        if str(params.uri) == STATUS_URI:
-            self.hub.relay.unsubscribe(STATUS_URI, ctx.session)
-        else:
-            await self.hub.unsubscribe(str(params.uri), ctx.session)
+        await self.hub.subscriptions.unsubscribe(str(params.uri), ctx.session)
         return types.EmptyResult()
 
     async def list_resources(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
@@ -194,20 +188,14 @@ class _Handlers:
         self.hub.notifier.track(ctx.session, ctx.protocol_version)
         key = object()
         uris = list(params.notifications.resource_subscriptions or ()) if params.notifications else []
-        status = STATUS_URI in uris
-        if status:
-            self.hub.relay.subscribe_stream(STATUS_URI, key)
-            uris.remove(STATUS_URI)
-        watched = await self.hub.listen_resources(uris, key) if uris else []
+        watched = await self.hub.subscriptions.listen(uris, key) if uris else []
         try:
             return await self.hub.notifier.listen_handler(ctx, params)
         finally:
-            if status:
-                self.hub.relay.unsubscribe(STATUS_URI, key)
             with anyio.CancelScope(shield=True), anyio.move_on_after(UNSUBSCRIBE_TIMEOUT):
                 for uri in watched:
                     with contextlib.suppress(HubError, MCPError):
-                        await self.hub.unsubscribe(uri, key)
+                        await self.hub.subscriptions.unsubscribe(uri, key)
 
     async def roots_changed(self, ctx: Ctx, params: types.NotificationParams | None) -> None:
         """``notifications/roots/list_changed``: the client's project is looked up again on its next memory call."""
