@@ -24,7 +24,6 @@ import mcp_types as types
 from mcp import MCPError
 from mcp.shared.dispatcher import ProgressFnT
 
-from hanzo_hub.errors import BackendError
 from hanzo_hub.hub.downstream_requests import is_modern
 
 logger = logging.getLogger(__name__)
@@ -101,29 +100,29 @@ class EraBridge:
         requests made meanwhile as this call's (the hub's relay).
 
         Progress goes to whichever round of the client's request is current (``parked.progress``).
+
+        Raises:
+            BackendError: the server cannot be started, or the parked call failed.
         """
-        try:
-            supervisor = pool.get(server)
-            if params is not None and params.request_state and self.knows(params.request_state):
-                return await self.settle(self.resume(tool, params, progress))
-            if is_modern(await supervisor.ensure()):
-                return None
+        supervisor = pool.get(server)
+        if params is not None and params.request_state and self.knows(params.request_state):
+            return await self.settle(self.resume(tool, params, progress))
+        if is_modern(await supervisor.ensure()):
+            return None
 
-            async def run(parked: Parked) -> types.CallToolResult:
-                async def relay_progress(progress: float, total: float | None, message: str | None) -> None:
-                    if parked.progress is not None:
-                        with contextlib.suppress(Exception):  # a finished round cannot take progress any more
-                            await parked.progress(progress, total, message)
+        async def run(parked: Parked) -> types.CallToolResult:
+            async def relay_progress(progress: float, total: float | None, message: str | None) -> None:
+                if parked.progress is not None:
+                    with contextlib.suppress(Exception):  # a finished round cannot take progress any more
+                        await parked.progress(progress, total, message)
 
-                with calling(parked):
-                    result: types.CallToolResult = await supervisor.request(
-                        lambda c: c.call_tool(tool, arguments, progress_callback=relay_progress, meta=meta)
-                    )
-                    return result
+            with calling(parked):
+                result: types.CallToolResult = await supervisor.request(
+                    lambda c: c.call_tool(tool, arguments, progress_callback=relay_progress, meta=meta)
+                )
+                return result
 
-            return await self.settle(self.start(tool, run, progress))
-        except BackendError as exc:
-            return types.CallToolResult(content=[types.TextContent(type="text", text=str(exc))], is_error=True)
+        return await self.settle(self.start(tool, run, progress))
 
     def start(
         self, tool: str, run: Callable[[Parked], Awaitable[types.CallToolResult]], progress: ProgressFnT | None = None
@@ -147,6 +146,11 @@ class EraBridge:
     def knows(self, request_state: str) -> bool:
         """Whether ``request_state`` names a call parked here (else it is a downstream's own state)."""
         return request_state in self._parked
+
+    def holds(self, request_state: str | None, tool: str) -> bool:
+        """Whether ``request_state`` names a call of ``tool`` parked here."""
+        parked = self._parked.get(request_state or "")
+        return parked is not None and parked.tool == tool
 
     def resume(self, tool: str, params: types.CallToolRequestParams, progress: ProgressFnT | None = None) -> Parked:
         """The parked call a retry names, with the client's answers delivered to its waiting requests.

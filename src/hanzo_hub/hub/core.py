@@ -47,7 +47,7 @@ from hanzo_hub.hub.install import install_before_start
 from hanzo_hub.hub.launch import load_secrets, server_sandboxes
 from hanzo_hub.hub.llm_mount import LLM_SERVER, build_llm_server
 from hanzo_hub.hub.llm_runtime import LlmRuntime, wants_llm
-from hanzo_hub.hub.login_prompt import LOGIN_TOOL, LoginPrompt
+from hanzo_hub.hub.login_prompt import LOGIN_TOOL, LoginPrompt, mend_key
 from hanzo_hub.hub.memory_mount import MEMORY_SERVER, identity_meta
 from hanzo_hub.hub.memory_mount import build as build_memory
 from hanzo_hub.hub.naming import expose_uri
@@ -356,19 +356,17 @@ class Hub:
             return await self.login_prompt.login_tool(target.server, ctx, params)
         if progress is not None and self.guard.redact is not None:
             progress = redacted_progress(progress, self.guard.redact)
-        meta = self.relay.downstream_meta(ctx)
-        if target.server in (MEMORY_SERVER, LLM_SERVER):
-            meta = await identity_for(self.projects, self.settings.user, meta, ctx)
-            on_behalf = acting()  # the hub's own pipeline (llm chat) calling for a user
-            if on_behalf is not None and ctx is None:
-                meta = {**meta, **identity_meta(on_behalf.user, on_behalf.project, on_behalf.session)}
-        if ctx is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            calling = functools.partial(self.relay.calling, target.server, ctx)
-            bridged = await self.bridge.call_tool(
-                self.pool, target.server, calling, target.original, arguments, params, meta, progress
-            )
-            if bridged is not None:
-                return flag_text_errors(bridged, self.error_patterns(target.server))
+        meta = await self._call_meta(target.server, ctx)
+        modern = ctx is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        if (
+            modern
+            and params is not None
+            and self.bridge.holds(params.request_state, mend_key(target.server, target.original))
+        ):
+            waited = await self.login_prompt.resume_mend(target.server, target.original, params)
+            if waited is not None:
+                return waited
+            params = params.model_copy(update={"request_state": None, "input_responses": None})  # the call afresh
 
         async def run(client: Client, raw: bool) -> types.CallToolResult | types.InputRequiredResult:
             if raw:
@@ -388,12 +386,32 @@ class Hub:
 
         try:
             try:
+                if modern:
+                    assert ctx is not None
+                    calling = functools.partial(self.relay.calling, target.server, ctx)
+                    bridged = await self.bridge.call_tool(
+                        self.pool, target.server, calling, target.original, arguments, params, meta, progress
+                    )
+                    if bridged is not None:
+                        return flag_text_errors(bridged, self.error_patterns(target.server))
                 result = await forward()
             except BackendError as exc:  # a remote server wanting a login: the client's user may give it now
-                result = await self.login_prompt.mend(target.server, ctx, exc, forward)
+                result = await self.login_prompt.mend(target.server, target.original, ctx, exc, forward)
         except BackendError as exc:
             return types.CallToolResult(content=[types.TextContent(type="text", text=str(exc))], is_error=True)
         return flag_text_errors(result, self.error_patterns(target.server))
+
+    async def _call_meta(
+        self, server: str, ctx: ServerRequestContext[Any, Any] | None
+    ) -> types.RequestParamsMeta | None:
+        """The ``_meta`` a call to ``server`` carries: the client's, plus who calls for the hub's own servers."""
+        meta = self.relay.downstream_meta(ctx)
+        if server in (MEMORY_SERVER, LLM_SERVER):
+            meta = await identity_for(self.projects, self.settings.user, meta, ctx)
+            on_behalf = acting()  # the hub's own pipeline (llm chat) calling for a user
+            if on_behalf is not None and ctx is None:
+                meta = {**meta, **identity_meta(on_behalf.user, on_behalf.project, on_behalf.session)}
+        return meta
 
     def error_patterns(self, server: str) -> tuple[str, ...]:
         """The patterns whose text marks a result of ``server`` as a failure (``hub.results``)."""

@@ -9,12 +9,12 @@ redirects to the hub's loopback callback, the tokens go to the vault, the client
 ``notifications/elicitation/complete``, and the call is retried once. A client that cannot show URLs, a user who
 declines, or a login that does not finish in time leaves the call's error as it was, with the reason added.
 
-Both eras get the login tool of a server never logged in (``<server>__login``): a handshake-era client over its
-session, a stateless-era client (2026-07-28) through an ``InputRequiredResult`` round (the era bridge parks the
-login). A call to a listed server whose login was lost is mended in place only for handshake-era clients (their
-session can carry a request back during the call); a stateless-era client is told to call the login tool or run the
-command. All of it only where ``backends.oauth_prompt`` is on (the default). One login per server runs at a time; a
-call that arrives while one runs waits for it.
+Both eras get the login tool of a server never logged in (``<server>__login``) and have a call to a listed server
+whose login was lost mended in place: a handshake-era client over its session (the URL goes out during the call,
+which is then retried), a stateless-era client (2026-07-28) through an ``InputRequiredResult`` round. For the
+latter the era bridge parks the login under a key of the server and tool; the client's retry, carrying the user's
+answer, waits for the login and then makes the call afresh. All of it only where ``backends.oauth_prompt`` is on
+(the default). One login per server runs at a time; a call that arrives while one runs waits for it.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from hanzo_hub.hub.oauth_login import login
 if TYPE_CHECKING:
     from hanzo_hub.hub.core import Hub
 
-__all__ = ["LOGIN_TOOL", "LoginPrompt"]
+__all__ = ["LOGIN_TOOL", "LoginPrompt", "mend_key"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +63,11 @@ def _placeholder(server: str) -> Listing:
         input_schema={"type": "object", "properties": {}},
     )
     return Listing(tools=(tool,), server_info=_PLACEHOLDER_INFO, source="snapshot")
+
+
+def mend_key(server: str, tool: str) -> str:
+    """The era bridge's name for a stateless-era call to ``tool`` of ``server`` that waits for a login."""
+    return f"{server}\x00{tool}\x00{LOGIN_TOOL}"
 
 
 def _error(text: str) -> types.CallToolResult:
@@ -156,8 +161,8 @@ class LoginPrompt:
     def applies(self, server: str, ctx: ServerRequestContext[Any, Any] | None) -> bool:
         """Whether a failed call to ``server`` from ``ctx`` may be mended by a login through the client."""
         hub = self._hub
-        if not hub.settings.backends.oauth_prompt or ctx is None or _modern(ctx) or not _shows_urls(ctx):
-            return False  # a stateless-era client's call cannot be held for a login (yet): the login tool can
+        if not hub.settings.backends.oauth_prompt or ctx is None or not _shows_urls(ctx):
+            return False
         spec = hub.servers.get(server)
         supervisor = hub.pool.supervisors.get(server)
         return isinstance(spec, HttpServerSpec | SseServerSpec) and supervisor is not None and supervisor.needs_login
@@ -165,11 +170,15 @@ class LoginPrompt:
     async def mend(
         self,
         server: str,
+        tool: str,
         ctx: ServerRequestContext[Any, Any] | None,
         failure: BackendError,
         retry: Callable[[], Awaitable[T]],
-    ) -> T:
+    ) -> T | types.CallToolResult | types.InputRequiredResult:
         """Log in through the client when that may mend ``failure``, then ``retry`` the call once.
+
+        A stateless-era client gets the login as an ``InputRequiredResult`` instead (parked under
+        :func:`mend_key`); its retry goes through :meth:`resume_mend`, then makes the call.
 
         Raises:
             BackendError: ``failure`` when no login applies; with the login's reason added when it failed; or what
@@ -177,10 +186,40 @@ class LoginPrompt:
         """
         if ctx is None or not self.applies(server, ctx):
             raise failure
+        if _modern(ctx):
+            return await self._park_mend(server, tool, failure)
         why = await self.run(server, ctx)
         if why is not None:
-            raise BackendUnavailable(server, f"{failure.reason}; the login through the client failed: {why}")
+            raise _failed(server, failure, why)
         return await retry()
+
+    async def _park_mend(
+        self, server: str, tool: str, failure: BackendError
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        bridge = self._hub.bridge
+
+        async def parked_login(parked: Parked) -> types.CallToolResult:
+            async def through_client(url: str) -> None:
+                request = types.ElicitRequest(params=types.ElicitRequestURLParams(message=_ask(server), url=url))
+                _accepted(await parked.ask("elicitation", request))
+
+            why = await self._login(server, through_client, None)
+            if why is not None:
+                return _error(str(_failed(server, failure, why)))
+            return types.CallToolResult(content=[types.TextContent(type="text", text="logged in")])
+
+        return await bridge.settle(bridge.start(mend_key(server, tool), parked_login))
+
+    async def resume_mend(
+        self, server: str, tool: str, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult | None:
+        """A stateless-era client's retry of a call that waits for a login: ``None`` once the login worked (make the
+        call now), else what to answer (the login's failure, or another round)."""
+        bridge = self._hub.bridge
+        outcome = await bridge.settle(bridge.resume(mend_key(server, tool), params))
+        if isinstance(outcome, types.CallToolResult) and not outcome.is_error:
+            return None
+        return outcome
 
     async def run(self, server: str, ctx: ServerRequestContext[Any, Any]) -> str | None:
         """Log in to ``server`` through the (handshake-era) client of ``ctx``; ``None`` when it worked (retry the
@@ -222,6 +261,10 @@ class LoginPrompt:
                     logger.debug("elicitation/complete could not be sent", exc_info=True)
             logger.info("server %s: logged in through the client", server)
             return None
+
+
+def _failed(server: str, failure: BackendError, why: str) -> BackendUnavailable:
+    return BackendUnavailable(server, f"{failure.reason}; the login through the client failed: {why}")
 
 
 def _ask(server: str) -> str:
