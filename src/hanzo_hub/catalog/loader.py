@@ -22,8 +22,16 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from hanzo_hub.catalog.models import META_KEY, CatalogMeta, ServerJson, ToolsSnapshot
-from hanzo_hub.config import HubSettings, ServerSpec, StdioServerSpec, ToolOverrideSpec, environment
+from hanzo_hub.config import (
+    CatalogOverrideSpec,
+    HubSettings,
+    ServerSpec,
+    StdioServerSpec,
+    ToolOverrideSpec,
+    environment,
+)
 from hanzo_hub.errors import ManifestInvalid
+from hanzo_hub.templates import protect_vault_refs
 
 logger = logging.getLogger(__name__)
 
@@ -229,22 +237,25 @@ def placeholders(settings: HubSettings, meta: CatalogMeta) -> dict[str, str]:
 
 
 def fill(template: str, values: dict[str, str]) -> str:
-    """Fill one template (placeholders were checked when the manifest loaded)."""
-    return template.format_map(values)
+    """Fill one template (placeholders were checked when the manifest loaded); ``${vault:NAME}`` stays as written."""
+    return protect_vault_refs(template).format_map(values)
 
 
-def entry_spec(settings: HubSettings, entry: CatalogEntry) -> StdioServerSpec:
+def entry_spec(
+    settings: HubSettings, entry: CatalogEntry, instance: CatalogOverrideSpec | None = None
+) -> StdioServerSpec:
     """The stdio spec that launches ``entry`` from its environment, telemetry switched off.
 
     The manifest's ``launch.makeDirs`` (data folders such as the memory server's) are created here, and its
     ``toolOverrides`` travel with the spec (the hub's registry hides, renames and re-describes those tools). The
     manifest's ``sandbox.envPassthrough`` variables set in the hub's environment are passed on (over the manifest's
     defaults). The user's ``catalog.overrides[id]`` applies on top: ``args`` replaces the manifest's launch arguments,
-    ``extra_args`` is appended, ``env`` is merged over the rest; the telemetry switches always stay.
+    ``extra_args`` is appended, ``env`` is merged over the rest; the telemetry switches always stay. An
+    ``instance`` (one of ``catalog.instances``) takes the override's place.
     """
     values = placeholders(settings, entry.meta)
     launch, telemetry = entry.meta.launch, entry.meta.telemetry
-    override = settings.catalog.overrides.get(entry.id)
+    override = instance if instance is not None else settings.catalog.overrides.get(entry.id)
     for folder in launch.make_dirs:
         Path(fill(folder, values)).mkdir(parents=True, exist_ok=True)
     args = [*launch.args] if override is None or override.args is None else [*override.args]
@@ -272,13 +283,29 @@ def entry_spec(settings: HubSettings, entry: CatalogEntry) -> StdioServerSpec:
     )
 
 
+def served_entries(settings: HubSettings, catalog: Catalog) -> dict[str, CatalogEntry]:
+    """The catalog servers the hub serves, by server name, with their entries: each enabled entry under its id, and
+    each of ``catalog.instances`` under its own name (an instance named like an enabled entry takes its place). An
+    instance of an entry the catalog lacks is logged and left out."""
+    served = {i: catalog.entries[i] for i in enabled_ids(settings, catalog)}
+    for name, instance in settings.catalog.instances.items():
+        entry = catalog.entries.get(instance.entry)
+        if entry is None:
+            logger.warning("catalog instance %s: no catalog entry %r; it is not served", name, instance.entry)
+            continue
+        served[name] = entry
+    return served
+
+
 def catalog_specs(settings: HubSettings, catalog: Catalog | None = None) -> dict[str, ServerSpec]:
-    """Server specs of the enabled catalog entries, keyed by catalog id, for the hub to merge into its servers.
+    """Server specs of the served catalog servers (:func:`served_entries`), by server name, for the hub to merge
+    into its servers.
 
     Servers the user configured by hand should win over these on a name clash (merge as ``{**catalog, **user}``).
     """
     catalog = catalog or load_catalog(settings)
-    return {i: entry_spec(settings, catalog.entries[i]) for i in enabled_ids(settings, catalog)}
+    instances = settings.catalog.instances
+    return {name: entry_spec(settings, e, instances.get(name)) for name, e in served_entries(settings, catalog).items()}
 
 
 def listing_json(entry: CatalogEntry) -> dict[str, Any] | None:
@@ -304,8 +331,8 @@ def catalog_snapshots(settings: HubSettings, catalog: Catalog | None = None) -> 
     """
     catalog = catalog or load_catalog(settings)
     out: dict[str, dict[str, Any]] = {}
-    for server_id in enabled_ids(settings, catalog):
-        data = listing_json(catalog.entries[server_id])
+    for name, entry in served_entries(settings, catalog).items():
+        data = listing_json(entry)
         if data is not None:
-            out[server_id] = data
+            out[name] = data
     return out

@@ -43,6 +43,7 @@ from hanzo_hub.templates import check_launch_templates
 __all__ = [
     "AuthSettings",
     "BackendSettings",
+    "CatalogInstanceSpec",
     "CatalogOverrideSpec",
     "CatalogSettings",
     "EmbeddingSettings",
@@ -231,6 +232,14 @@ class CatalogOverrideSpec(_Model):
         return self
 
 
+class CatalogInstanceSpec(CatalogOverrideSpec):
+    """One more server launched from a catalog entry, under its own name and with its own changes (the same fields as
+    an override), e.g. a second database for dbhub or a second API for openapi. It is a catalog server like the
+    entry's own: same environment, sandbox, per-call policy, tool overrides and error patterns."""
+
+    entry: str = Field(min_length=1, description="The catalog id it is launched from.")
+
+
 class CatalogSettings(_Model):
     """The catalog of downstream servers: where manifests and per-server environments live, and which are on.
 
@@ -250,6 +259,18 @@ class CatalogSettings(_Model):
     overrides: dict[str, CatalogOverrideSpec] = Field(
         default_factory=dict, description="Per-server changes to a catalog launch: 'args', 'extra_args', 'env'."
     )
+    instances: dict[str, CatalogInstanceSpec] = Field(
+        default_factory=dict,
+        description="More servers launched from catalog entries, by server name: 'entry' plus an override's fields.",
+    )
+
+    @field_validator("instances")
+    @classmethod
+    def _instance_names(cls, value: dict[str, CatalogInstanceSpec]) -> dict[str, CatalogInstanceSpec]:
+        for name in value:
+            if not name or len(name) > 128 or any(ch.isspace() for ch in name):
+                raise ValueError(f"instance name {name!r} must be 1-128 characters without whitespace")
+        return value
 
 
 class HubSettings(BaseSettings):

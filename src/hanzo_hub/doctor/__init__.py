@@ -33,6 +33,16 @@ __all__ = ["Check", "diagnose"]
 def _catalog(hub: Hub) -> list[Check]:
     checks = [Check("catalog", "ok", f"{len(hub.catalog.entries)} manifests")]
     checks += [Check("catalog", "fail", str(error), "fix or remove that manifest") for error in hub.catalog.errors]
+    checks += [
+        Check(
+            "catalog",
+            "fail",
+            f"instance {name!r}: no catalog entry {instance.entry!r}, so it is not served",
+            "hanzo-hub catalog list shows the ids",
+        )
+        for name, instance in hub.settings.catalog.instances.items()
+        if instance.entry not in hub.catalog.entries
+    ]
     return checks
 
 

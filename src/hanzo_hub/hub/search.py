@@ -167,7 +167,8 @@ def tool_describer(hub: Any) -> Describe:
             server = hub.registry.resolve_tool(name).server
         except HubError:
             return "", ""
-        return server, categories.get(server, "")
+        entry = hub.catalog_entries.get(server)  # a catalog instance has its own name
+        return server, str(entry.meta.category) if entry is not None else categories.get(server, "")
 
     return describe
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from hanzo_hub.catalog.loader import Catalog, CatalogEntry, catalog_specs
+from hanzo_hub.catalog.loader import Catalog, CatalogEntry, catalog_specs, served_entries
 from hanzo_hub.config import HubSettings, ServerSpec
 from hanzo_hub.hub.launch import secret_env
 from hanzo_hub.hub.naming import assign_aliases, prefixed_servers
@@ -19,8 +19,9 @@ def configured_servers(
 ) -> tuple[dict[str, ServerSpec], dict[str, CatalogEntry]]:
     """The configured servers and the enabled catalog servers (with their vault secrets in their environment), and
     the catalog entries of the latter. Hand-configured servers win a name clash with catalog entries."""
+    served = served_entries(settings, catalog)
     cataloged = {n: s for n, s in catalog_specs(settings, catalog).items() if n not in settings.servers}
-    entries = {name: catalog.entries[name] for name in cataloged}
+    entries = {name: served[name] for name in cataloged}
     cataloged = {n: secret_env(entries[n], s, secrets) for n, s in cataloged.items()}
     return {**cataloged, **settings.servers}, entries
 
