@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
+import mcp_types as types
 import psutil
 import pytest
 import uvicorn
@@ -296,6 +297,26 @@ async def fixture_tools() -> set[str]:
     """The tool names of the fixture server, as a direct connection lists them."""
     async with Client(build("direct")) as client:
         return {tool.name for tool in (await client.list_tools()).tools}
+
+
+class ResourceUpdates:
+    """A client's ``message_handler`` that records the URIs of ``notifications/resources/updated`` it receives."""
+
+    def __init__(self) -> None:
+        self.uris: list[str] = []
+        self._got = anyio.Event()
+
+    async def __call__(self, message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            self.uris.append(str(message.params.uri))
+            self._got.set()
+
+    async def wait_for(self, uri: str, timeout: float = 5.0) -> None:
+        """Wait (bounded) until an update of ``uri`` has arrived."""
+        with anyio.fail_after(timeout):
+            while uri not in self.uris:
+                await self._got.wait()
+                self._got = anyio.Event()
 
 
 def text_of(result: Any) -> str:

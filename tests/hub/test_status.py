@@ -23,7 +23,7 @@ from hanzo_hub.hub.status import STATUS_URI, WATCH_INTERVAL
 from hanzo_hub.sandbox.vault import Vault
 from hanzo_hub.selection.pipeline import Candidate, Selection
 from tests.backends.test_oauth import oauth_server, remote
-from tests.conftest import MakeSettings, inproc, stdio, text_of
+from tests.conftest import MakeSettings, ResourceUpdates, inproc, stdio, text_of
 
 SECRET = "sk-status-0123456789abcdef"
 DOWN_TOOL = types.Tool(
@@ -140,36 +140,30 @@ async def test_a_subscribed_client_hears_when_a_server_fails_both_eras(make_sett
     from mcp.shared.subscriptions import ResourceUpdated
 
     settings = settings_for(make_settings)
-    updates: list[str] = []
-    got = anyio.Event()
-
-    async def on_message(message: Any) -> None:
-        if isinstance(message, types.ResourceUpdatedNotification):
-            updates.append(str(message.params.uri))
-            got.set()
+    updates = ResourceUpdates()
 
     async with (
         Hub.open(settings) as hub,
-        Client(build_server(hub), mode="legacy", message_handler=on_message) as legacy,
+        Client(build_server(hub), mode="legacy", message_handler=updates) as legacy,
         Client(build_server(hub), mode="auto") as modern,
     ):
         await legacy.call_tool("alpha__echo", {"text": "warm"})  # alpha's start is not what the test waits for
         await anyio.sleep(2 * WATCH_INTERVAL)
-        assert updates == []  # nobody was subscribed yet
+        assert updates.uris == []  # nobody was subscribed yet
         with warnings.catch_warnings():  # resources/subscribe is deprecated in 2026-07-28; the hub serves both eras
             warnings.simplefilter("ignore", MCPDeprecationWarning)
             await legacy.subscribe_resource(STATUS_URI)
         async with modern.listen(resource_subscriptions=[STATUS_URI]) as subscription:
             await anyio.sleep(2 * WATCH_INTERVAL)
-            assert updates == []  # nothing changed: no news
+            assert updates.uris == []  # nothing changed: no news
             await legacy.call_tool("down__fetch_report", {})  # the server fails to start
+            await updates.wait_for(STATUS_URI, timeout=10)
             with anyio.fail_after(10):
-                await got.wait()
                 async for event in subscription:
                     if isinstance(event, ResourceUpdated):
                         break
         assert event.uri == STATUS_URI
-        assert updates[0] == STATUS_URI
+        assert updates.uris[0] == STATUS_URI
         assert STATUS_URI in hub.relay.subscribed()  # the legacy client's subscription stays; the stream's is gone
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", MCPDeprecationWarning)

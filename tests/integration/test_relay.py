@@ -18,7 +18,7 @@ import mcp_types as types
 import pytest
 from mcp import Client, MCPDeprecationWarning, MCPError
 
-from tests.conftest import REPO, Connect, MakeSettings, stdio, text_of, wait_until
+from tests.conftest import REPO, Connect, MakeSettings, ResourceUpdates, stdio, text_of, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -152,25 +152,18 @@ async def test_cancelling_a_call_stops_the_downstream_work(
 async def test_resource_updates_reach_a_subscribed_client(make_settings: MakeSettings) -> None:
     entry = {"command": sys.executable, "args": [str(FIXTURE), "--stdio"], "cwd": str(REPO), "protocol": "legacy"}
     settings = make_settings({"fx": entry, "plain": stdio("ok", "plain")})
-    updates: list[str] = []
-    got = anyio.Event()
-
-    async def on_message(message: Any) -> None:
-        if isinstance(message, types.ResourceUpdatedNotification):
-            updates.append(str(message.params.uri))
-            got.set()
+    updates = ResourceUpdates()
 
     from hanzo_hub.hub.core import Hub
     from hanzo_hub.hub.server import build_server
 
-    async with Hub.open(settings) as hub, Client(build_server(hub), mode="legacy", message_handler=on_message) as c:
+    async with Hub.open(settings) as hub, Client(build_server(hub), mode="legacy", message_handler=updates) as c:
         with warnings.catch_warnings():  # resources/subscribe is a 2025-11-25 feature, deprecated in 2026-07-28
             warnings.simplefilter("ignore", MCPDeprecationWarning)
             await c.subscribe_resource("hub://fx/test://watched-resource")
         await c.call_tool("fx__test_update_watched_resource", {})
-        with anyio.fail_after(5):
-            await got.wait()
-    assert updates == ["hub://fx/test://watched-resource"]
+        await updates.wait_for("hub://fx/test://watched-resource")
+    assert updates.uris == ["hub://fx/test://watched-resource"]
 
 
 async def test_a_status_subscription_does_not_break_a_servers_start(make_settings: MakeSettings) -> None:
@@ -183,27 +176,18 @@ async def test_a_status_subscription_does_not_break_a_servers_start(make_setting
 
     entry = {"command": sys.executable, "args": [str(FIXTURE), "--stdio"], "cwd": str(REPO), "protocol": "legacy"}
     settings = make_settings({"fx": entry, "plain": stdio("ok", "plain")})
-    updates: list[str] = []
-    got = anyio.Event()
+    updates = ResourceUpdates()
 
-    async def on_message(message: Any) -> None:
-        if isinstance(message, types.ResourceUpdatedNotification):
-            updates.append(str(message.params.uri))
-            got.set()
-
-    async with Hub.open(settings) as hub, Client(build_server(hub), mode="legacy", message_handler=on_message) as c:
+    async with Hub.open(settings) as hub, Client(build_server(hub), mode="legacy", message_handler=updates) as c:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", MCPDeprecationWarning)
             await c.subscribe_resource(STATUS_URI)
             await c.subscribe_resource("hub://fx/test://watched-resource")  # fx starts here
         assert hub.resource_subscriptions("fx") == ["test://watched-resource"]
         for _ in range(2):  # then again after a restart, which re-subscribes fx to what it owns
-            updates.clear()
+            updates.uris.clear()
             await c.call_tool("fx__test_update_watched_resource", {})
-            with anyio.fail_after(5):
-                while "hub://fx/test://watched-resource" not in updates:
-                    await got.wait()
-                    got = anyio.Event()
+            await updates.wait_for("hub://fx/test://watched-resource")
             await hub.pool.get("fx").stop()
 
 

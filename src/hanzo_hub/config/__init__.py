@@ -15,7 +15,7 @@ import sys
 import tomllib
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import platformdirs
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -232,6 +232,21 @@ class CatalogOverrideSpec(_Model):
         return self
 
 
+V = TypeVar("V")
+
+
+def _check_names(kind: str, named: dict[str, V]) -> dict[str, V]:
+    """``named`` unchanged, once each name is a usable server name.
+
+    Raises:
+        ValueError: a name is empty, longer than 128 characters or holds whitespace.
+    """
+    for name in named:
+        if not name or len(name) > 128 or any(ch.isspace() for ch in name):
+            raise ValueError(f"{kind} name {name!r} must be 1-128 characters without whitespace")
+    return named
+
+
 class CatalogInstanceSpec(CatalogOverrideSpec):
     """One more server launched from a catalog entry, under its own name and with its own changes (the same fields as
     an override), e.g. a second database for dbhub or a second API for openapi. It is a catalog server like the
@@ -267,10 +282,7 @@ class CatalogSettings(_Model):
     @field_validator("instances")
     @classmethod
     def _instance_names(cls, value: dict[str, CatalogInstanceSpec]) -> dict[str, CatalogInstanceSpec]:
-        for name in value:
-            if not name or len(name) > 128 or any(ch.isspace() for ch in name):
-                raise ValueError(f"instance name {name!r} must be 1-128 characters without whitespace")
-        return value
+        return _check_names("instance", value)
 
 
 class HubSettings(BaseSettings):
@@ -316,10 +328,7 @@ class HubSettings(BaseSettings):
     @field_validator("servers")
     @classmethod
     def _server_names(cls, value: dict[str, Any]) -> dict[str, Any]:
-        for name in value:
-            if not name or len(name) > 128 or any(ch.isspace() for ch in name):
-                raise ValueError(f"server name {name!r} must be 1-128 characters without whitespace")
-        return value
+        return _check_names("server", value)
 
     @model_validator(mode="after")
     def _unique_aliases(self) -> HubSettings:
