@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 import anyio
+import anyio.lowlevel
 import mcp_types as types
 import pytest
 from mcp import Client
@@ -172,3 +173,32 @@ async def test_cancelling_the_hub_while_a_server_starts_ends_promptly(make_setti
             scope.cancel()
             await anyio.sleep_forever()
     assert hubs[0].pool.get("stuck").state is State.STOPPED
+
+
+async def test_a_call_arriving_while_a_server_is_told_to_stop_gets_a_fresh_process(make_settings: MakeSettings) -> None:
+    # The cap and the idle reaper stop a server between its calls; a call landing before the old process has
+    # wound down must wait for it and start a new one, not be sent to the dying connection and lost.
+    settings = make_settings({"worker": stdio(name="worker"), "alpha": inproc("alpha")})
+    async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
+        await hub.wait_discovered()
+        first = (await client.call_tool("worker__pid", {})).structured_content
+        assert first is not None
+        supervisor = hub.pool.get("worker")
+        results: list[types.CallToolResult] = []
+
+        async def call() -> None:
+            results.append(await client.call_tool("worker__echo", {"text": "still served"}))
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(supervisor.stop)
+                await anyio.lowlevel.checkpoint()  # stop() has begun; the old process is still winding down
+                assert alive(first["result"])
+                tg.start_soon(call)
+        second = (await client.call_tool("worker__pid", {})).structured_content
+        starts = supervisor.starts
+    assert not results[0].is_error, text_of(results[0])
+    assert text_of(results[0]) == "still served"
+    assert starts == 2
+    assert second is not None
+    assert first["result"] != second["result"]

@@ -54,6 +54,7 @@ class State(enum.Enum):
     STOPPED = "stopped"
     STARTING = "starting"
     RUNNING = "running"
+    STOPPING = "stopping"  # told to stop; takes no new requests, still counts against the cap until it has ended
 
 
 class SupervisorHooks(Protocol):
@@ -163,8 +164,8 @@ class Supervisor:
 
     @property
     def client(self) -> Client | None:
-        """The live client, if the server runs."""
-        return self._client
+        """The live client, if the server runs (not once it has been told to stop)."""
+        return self._client if self.state is State.RUNNING else None
 
     @property
     def raw_channel(self) -> RawChannel | None:
@@ -287,6 +288,12 @@ class Supervisor:
                 with anyio.fail_after(self._start_bound()):
                     await self._changed.wait()
                 continue
+            if self.state is State.STOPPING:  # let it end first: a fresh start must not race the old process
+                with anyio.move_on_after(self._settings.shutdown_timeout + STOP_GRACE):
+                    await self._ended.wait()
+                if self.state is State.STOPPING:
+                    raise BackendUnavailable(self.name, "is still stopping")
+                continue
             self.backoff.check()
             wait = self.backoff.wait()
             if wait > 0:
@@ -298,6 +305,10 @@ class Supervisor:
         """Stop the server if it runs; bounded, and safe to call from any task."""
         if self.state is State.STOPPED:
             return
+        if self.state is State.RUNNING:
+            # At once, before any wait: a request arriving while the process winds down must start a fresh one,
+            # not be sent to this one and lost with its connection.
+            self._set_state(State.STOPPING)
         self._stop.set()
         with anyio.CancelScope(shield=True), anyio.move_on_after(self._settings.shutdown_timeout + STOP_GRACE):
             await self._ended.wait()
@@ -400,7 +411,7 @@ class Supervisor:
                 await _discover_pinned(client, self.spec.protocol)
             listing = await fetch_listing(client, self._settings.connect_timeout, self.name)
             self._client = client
-            self._set_state(State.RUNNING)
+            self._set_state(State.STOPPING if self._stop.is_set() else State.RUNNING)
             self.last_used = self._clock()
             # Publish before reporting ready: whoever waited for the start (discovery, a first list) must find
             # the server's tools in the registry once it returns.
