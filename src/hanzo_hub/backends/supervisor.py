@@ -289,9 +289,10 @@ class Supervisor:
                     await self._changed.wait()
                 continue
             if self.state is State.STOPPING:  # let it end first: a fresh start must not race the old process
+                ended = self._ended  # this process's: another caller may have started the next one by the time we wake
                 with anyio.move_on_after(self._settings.shutdown_timeout + STOP_GRACE):
-                    await self._ended.wait()
-                if self.state is State.STOPPING:
+                    await ended.wait()
+                if not ended.is_set():
                     raise BackendUnavailable(self.name, "is still stopping")
                 continue
             self.backoff.check()
