@@ -14,7 +14,7 @@ from hanzo_hub.backends.supervisor import State
 from hanzo_hub.config import HubSettings
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.server import build_server
-from tests.conftest import MakeSettings, inproc, text_of, wait_until
+from tests.conftest import MakeSettings, inproc, stdio, text_of, wait_until
 
 ECHO = types.Tool(name="echo", input_schema={"type": "object"})
 
@@ -47,12 +47,31 @@ async def test_the_running_cap_evicts_the_least_recently_used_idle_server(make_s
         await client.call_tool("alpha__echo", {"text": "1"})
         await client.call_tool("beta__echo", {"text": "2"})
         await client.call_tool("alpha__echo", {"text": "3"})  # beta is now the least recently used
+        await anyio.sleep(0.2)  # both idle for longer than their (in-process) starts took: either may go
         result = await client.call_tool("gamma__echo", {"text": "4"})
         assert states(hub) == {"alpha": State.RUNNING, "beta": State.STOPPED, "gamma": State.RUNNING}
         assert len(hub.pool.running) == 2
+        await anyio.sleep(0.2)
         await client.call_tool("beta__echo", {"text": "5"})  # alpha is now the least recently used
         assert states(hub) == {"alpha": State.STOPPED, "beta": State.RUNNING, "gamma": State.RUNNING}
     assert text_of(result) == "4"
+
+
+async def test_a_server_idle_for_less_than_its_start_took_is_not_evicted_first(make_settings: MakeSettings) -> None:
+    # A subprocess server takes a good part of a second to start, an in-process one milliseconds. Evicting the
+    # subprocess one the moment it went idle, to start another, would pay its start again on its next call.
+    servers = {"slow": stdio(name="slow"), "alpha": inproc("alpha"), "beta": inproc("beta")}
+    await seed(make_settings(servers))
+    settings = make_settings(servers, backends={"max_running": 2})
+    async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
+        await client.call_tool("slow__echo", {"text": "1"})
+        slow = hub.pool.get("slow")
+        assert slow.start_cost > 0.05
+        await client.call_tool("alpha__echo", {"text": "2"})  # slow is now the least recently used, but fresh
+        result = await client.call_tool("beta__echo", {"text": "3"})
+        assert states(hub) == {"slow": State.RUNNING, "alpha": State.STOPPED, "beta": State.RUNNING}
+        assert slow.starts == 1
+    assert text_of(result) == "3"
 
 
 async def test_a_busy_server_is_not_evicted_and_the_waiter_gets_its_slot(make_settings: MakeSettings) -> None:
@@ -74,6 +93,29 @@ async def test_a_busy_server_is_not_evicted_and_the_waiter_gets_its_slot(make_se
                 assert hub.pool.get("alpha").state is State.RUNNING  # in flight: never evicted
     assert text_of(results["alpha__sleep"]) == "slept 0.5"
     assert text_of(results["beta__echo"]) == "after alpha"
+
+
+async def test_a_start_waiting_for_a_slot_is_bounded_by_the_call_timeout(make_settings: MakeSettings) -> None:
+    servers = {"alpha": inproc("alpha"), "beta": inproc("beta", call_timeout=0.3)}
+    await seed(make_settings(servers))
+    settings = make_settings(servers, backends={"max_running": 1})
+    results: dict[str, Any] = {}
+    async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
+
+        async def call(name: str, arguments: dict[str, Any]) -> None:
+            results[name] = await client.call_tool(name, arguments)
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call, "alpha__sleep", {"seconds": 1.5})
+                await wait_until(lambda: hub.pool.get("alpha").in_flight == 1)
+                tg.start_soon(call, "beta__echo", {"text": "never"})
+        beta = hub.pool.get("beta")
+        assert beta.state is State.STOPPED
+        assert beta.starts == 0
+    assert text_of(results["alpha__sleep"]) == "slept 1.5"
+    assert results["beta__echo"].is_error
+    assert "no running slot came free within 0.3 s (max_running = 1)" in text_of(results["beta__echo"])
 
 
 async def test_an_idle_server_is_stopped_and_restarted_on_demand(make_settings: MakeSettings) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import mcp_types as types
 from mcp import MCPError
@@ -13,9 +14,44 @@ from mcp import MCPError
 from hanzo_hub.config import BackendSettings
 from hanzo_hub.errors import AuthorizationRequired, BackendUnavailable, SandboxError
 
-__all__ = ["Backoff", "describe_failure", "innermost", "needs_login"]
+__all__ = ["Backoff", "StderrTail", "describe_failure", "innermost", "needs_login"]
+
+LOG_TAIL_LINES = 3
 
 logger = logging.getLogger(__name__)
+
+
+class StderrTail:
+    """The last lines a stdio server wrote to its stderr log during its current run, quoted in error messages."""
+
+    def __init__(self, path: Path, *, enabled: bool) -> None:
+        self._path = path
+        self._enabled = enabled
+        self._offset = 0
+
+    def mark(self) -> None:
+        """A new run begins: quote only what it writes."""
+        self._offset = self._size()
+
+    def hint(self) -> str:
+        """``"; stderr: a | b | c"``, or ``""`` when there is nothing to quote."""
+        if not self._enabled:
+            return ""
+        try:
+            with self._path.open("rb") as fh:
+                size = self._size()
+                start = self._offset if self._offset <= size else 0  # rotated since this run began
+                fh.seek(max(start, size - 4096))
+                tail = fh.read().decode("utf-8", "replace").strip().splitlines()[-LOG_TAIL_LINES:]
+        except OSError:
+            return ""
+        return f"; stderr: {' | '.join(line.strip()[:200] for line in tail)}" if tail else ""
+
+    def _size(self) -> int:
+        try:
+            return self._path.stat().st_size
+        except OSError:
+            return 0
 
 
 @dataclass

@@ -122,7 +122,9 @@ class PoolCollector(Collector):
         state = GaugeMetricFamily(
             "hanzo_hub_server_state", "1 for the state the server is in.", labels=["server", "state"]
         )
-        in_flight = GaugeMetricFamily("hanzo_hub_server_in_flight", "Requests in flight.", labels=["server"])
+        in_flight = GaugeMetricFamily(
+            "hanzo_hub_server_in_flight", "Requests in flight, or waiting for the server to start.", labels=["server"]
+        )
         failures = GaugeMetricFamily(
             "hanzo_hub_server_consecutive_failures", "Failed starts in a row.", labels=["server"]
         )

@@ -1,4 +1,5 @@
-"""All downstream servers: their supervisors, the cap on running servers, the idle reaper, and clean shutdown.
+"""All downstream servers: their supervisors, the cap on running servers (:mod:`.slots`), the idle reaper, and
+clean shutdown.
 
 ``async with BackendPool(...) as pool`` owns one task group in which every connection task runs. Leaving the
 context stops every server concurrently under a shielded, bounded scope, so no child process outlives the pool,
@@ -19,6 +20,7 @@ import anyio.abc
 
 from hanzo_hub.backends.base import ConnectContext
 from hanzo_hub.backends.metrics import NO_METRICS, BackendMetrics
+from hanzo_hub.backends.slots import RunningSlots
 from hanzo_hub.backends.supervisor import STOP_GRACE, State, Supervisor, SupervisorHooks
 from hanzo_hub.config import BackendSettings, ServerSpec
 from hanzo_hub.errors import BackendError, BackendUnavailable, HubError
@@ -26,43 +28,6 @@ from hanzo_hub.errors import BackendError, BackendUnavailable, HubError
 logger = logging.getLogger(__name__)
 
 REAPER_MAX_INTERVAL = 30.0
-
-
-class _RunningSlots:
-    """Caps running servers; evicts the least recently used idle one to make room."""
-
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self.running: set[Supervisor] = set()
-        self._freed = anyio.Event()
-        self._waiting = 0
-
-    async def acquire(self, supervisor: Supervisor) -> None:
-        while len(self.running) >= self._limit:
-            idle = [s for s in self.running if s.in_flight == 0 and s.state is State.RUNNING]
-            if idle:
-                victim = min(idle, key=lambda s: s.last_used)
-                logger.info("stopping idle server %s to make room for %s", victim.name, supervisor.name)
-                await victim.stop()
-                continue
-            self._waiting += 1
-            try:
-                await self._freed.wait()
-            finally:
-                self._waiting -= 1
-        self.running.add(supervisor)
-
-    def release(self, supervisor: Supervisor) -> None:
-        self.running.discard(supervisor)
-        self._wake()
-
-    def idle(self, supervisor: Supervisor) -> None:
-        if self._waiting:  # (every call ends here: no new event unless someone waits)
-            self._wake()  # a waiter in acquire() may evict it now
-
-    def _wake(self) -> None:
-        self._freed.set()
-        self._freed = anyio.Event()
 
 
 class BackendPool:
@@ -95,7 +60,7 @@ class BackendPool:
         self._log_dir = log_dir
         self._hooks = hooks
         self._clock = clock
-        self._slots = _RunningSlots(settings.max_running)
+        self._slots = RunningSlots(settings.max_running, clock)
         self._tg: anyio.abc.TaskGroup | None = None
         self.supervisors: dict[str, Supervisor] = {}
 

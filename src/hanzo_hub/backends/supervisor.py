@@ -27,7 +27,7 @@ from mcp.shared.subscriptions import ResourceUpdated
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from hanzo_hub.backends.base import ConnectContext, build_target, watched
-from hanzo_hub.backends.failures import Backoff, describe_failure, needs_login
+from hanzo_hub.backends.failures import Backoff, StderrTail, describe_failure, needs_login
 from hanzo_hub.backends.listing import Listing, fetch_listing
 from hanzo_hub.backends.metrics import NO_METRICS, ServerMetrics
 from hanzo_hub.backends.rawchannel import RawChannel
@@ -42,7 +42,6 @@ T = TypeVar("T")
 STOP_GRACE = 5.0
 """Extra time, beyond the SDK's own bounded process shutdown, to wait for a connection task to end."""
 
-LOG_TAIL_LINES = 3
 
 LISTEN_ACK_TIMEOUT = 5.0
 """Bound on waiting for a stateless-era server to acknowledge a reopened change stream."""
@@ -130,16 +129,20 @@ class Supervisor:
         self._ended = anyio.Event()
         self._channel: RawChannel | None = None
         self.in_flight = 0
+        """Requests being served, or waiting for this server to start for them: the cap and the idle reaper only
+        stop a server at zero, so one started for waiting callers is not evicted before they have used it."""
         self.retired = False
         """Removed from the pool (a reloaded config): it never starts again."""
         self.needs_login = False
         """Its last start failed for want of an OAuth login (``hub/login_prompt.py`` may get one)."""
         self.last_used = 0.0
         self.backoff = Backoff(name, settings, clock)
-        self._preparing = False  # the prepare_start hook runs (e.g. a catalog install): waiters wait it out
+        self._preparing = False  # an install (prepare_start hook) or a queue for a slot: waiters wait it out
+        self.start_cost = 0.0
+        """Seconds its last successful start took (spawn to ready): the cap keeps it at least this long idle."""
         self.starts = 0
         self.junk_lines = 0
-        self._log_offset = 0
+        self._stderr = StderrTail(self.log_path, enabled=spec.kind == "stdio")
         self._relisten = anyio.Event()
         self._acked = anyio.Event()
         self._listen_acks = 0
@@ -191,11 +194,11 @@ class Supervisor:
 
     async def _request(self, op: Callable[[Client], Awaitable[T]], deadline: float) -> T:
         # ``use()`` inlined: this runs for every call, and a generator-based context manager costs more than the rest
-        client = self._client if self.state is State.RUNNING else None
-        if client is None:
-            client = await self.ensure()
         self.in_flight += 1
         try:
+            client = self._client if self.state is State.RUNNING else None
+            if client is None:
+                client = await self.ensure()
             ended = self._ended  # this connection's, captured before a restart could replace it
             try:
                 with anyio.fail_after(deadline):
@@ -251,15 +254,14 @@ class Supervisor:
         loss (bounded), so the next request restarts the server instead of meeting the dead client."""
         with anyio.move_on_after(self._settings.shutdown_timeout + STOP_GRACE):
             await ended.wait()
-        return BackendCrashed(self.name, f"closed its connection mid-request{self._log_hint()}")
+        return BackendCrashed(self.name, f"closed its connection mid-request{self._stderr.hint()}")
 
     @asynccontextmanager
     async def use(self) -> AsyncIterator[Client]:
         """The live client, held as in flight (so the idle reaper and the cap leave it alone)."""
-        client = await self.ensure()
         self.in_flight += 1
         try:
-            yield client
+            yield await self.ensure()
         finally:
             self._done()
 
@@ -282,7 +284,7 @@ class Supervisor:
             if self.state is State.RUNNING and self._client is not None:
                 return self._client
             if self.state is State.STARTING:
-                if self._preparing:  # an install: bounded by its own step timeouts, not by the handshake's
+                if self._preparing:  # an install or a queue: bounded by their own timeouts, not by the handshake's
                     await self._changed.wait()
                     continue
                 with anyio.fail_after(self._start_bound()):
@@ -356,19 +358,12 @@ class Supervisor:
             finally:
                 self._preparing = False
             self._set_state(State.STARTING)  # wake waiters: from here the handshake bound applies again
-        try:
-            with anyio.fail_after(self._settings.connect_timeout):
-                await self._slots.acquire(self)
-        except TimeoutError:
-            self._set_state(State.STOPPED)
-            raise BackendUnavailable(self.name, "could not start: every running slot is busy") from None
-        except BaseException:
-            self._set_state(State.STOPPED)
-            raise
+        await self._take_slot()
+        started = self._clock()
         self._stop = anyio.Event()
         self._ended = anyio.Event()
         self.starts += 1
-        self._log_offset = self._log_size()
+        self._stderr.mark()
         self._tg.start_soon(self._run, attempt)
         with anyio.CancelScope(shield=True):
             await attempt.ready.wait()  # _run bounds its own handshake and always sets ready
@@ -377,6 +372,28 @@ class Supervisor:
         if not attempt.connected:
             # The connection task was cancelled (the hub is shutting down); retrying would spin in ensure().
             raise BackendUnavailable(self.name, "was stopped while starting")
+        self.start_cost = self._clock() - started
+
+    async def _take_slot(self) -> None:
+        """A place under the running cap, queued behind earlier starters; bounded by the call timeout, since the
+        callers waiting for this start are calls."""
+        bound = self.call_timeout
+        self._preparing = True
+        try:
+            with anyio.fail_after(bound):
+                await self._slots.acquire(self)
+        except TimeoutError:
+            self._set_state(State.STOPPED)
+            limit = self._settings.max_running
+            raise BackendUnavailable(
+                self.name, f"could not start: no running slot came free within {bound:g} s (max_running = {limit})"
+            ) from None
+        except BaseException:
+            self._set_state(State.STOPPED)
+            raise
+        finally:
+            self._preparing = False
+        self._set_state(State.STARTING)  # wake waiters: from here the handshake bound applies again
 
     async def _run(self, attempt: _Attempt) -> None:
         """The connection task: connect, serve until stopped or lost, clean up. Never raises."""
@@ -388,14 +405,14 @@ class Supervisor:
                 self._tg.start_soon(_watchdog, scope, attempt.ready, self._settings.connect_timeout * 2)
                 await self._connected(attempt, lost)
             if scope.cancelled_caught and not attempt.ready.is_set():
-                self.backoff.record(f"did not complete its handshake in time{self._log_hint()}")
+                self.backoff.record(f"did not complete its handshake in time{self._stderr.hint()}")
                 attempt.error = TimeoutError()
             elif lost.is_set() and not self._stop.is_set():
-                self.backoff.record(f"exited unexpectedly{self._log_hint()}")
+                self.backoff.record(f"exited unexpectedly{self._stderr.hint()}")
         except Exception as exc:  # task boundary: a broken downstream must never take the hub down
             self.needs_login = needs_login(exc)
             reason = describe_failure(exc, started=attempt.ready.is_set())
-            self.backoff.record(f"{reason}{self._log_hint()}")
+            self.backoff.record(f"{reason}{self._stderr.hint()}")
             if self.needs_login:
                 self._hooks.on_needs_login(self.name)
             attempt.error = exc
@@ -543,26 +560,6 @@ class Supervisor:
             await self._hooks.on_listing(self.name, listing)
         except Exception:  # task boundary: a hook failure must not kill the connection
             logger.exception("listing hook failed for server %s", self.name)
-
-    def _log_size(self) -> int:
-        try:
-            return self.log_path.stat().st_size
-        except OSError:
-            return 0
-
-    def _log_hint(self) -> str:
-        """The last stderr lines this run of the server wrote, for error messages."""
-        if self.spec.kind != "stdio":
-            return ""
-        try:
-            with self.log_path.open("rb") as fh:
-                size = self._log_size()
-                start = self._log_offset if self._log_offset <= size else 0  # rotated since this run began
-                fh.seek(max(start, size - 4096))
-                tail = fh.read().decode("utf-8", "replace").strip().splitlines()[-LOG_TAIL_LINES:]
-        except OSError:
-            return ""
-        return f"; stderr: {' | '.join(line.strip()[:200] for line in tail)}" if tail else ""
 
 
 async def _discover_pinned(client: Client, version: str) -> None:
