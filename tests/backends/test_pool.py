@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -27,6 +28,25 @@ async def seed(settings: HubSettings) -> None:
 
 def states(hub: Hub) -> dict[str, State]:
     return {name: sup.state for name, sup in hub.pool.supervisors.items()}
+
+
+async def beta_while_alpha_sleeps(
+    hub: Hub, client: Client, seconds: float, text: str, meanwhile: Callable[[], Awaitable[None]] | None = None
+) -> dict[str, types.CallToolResult]:
+    """``alpha__sleep`` for ``seconds``, and once it is in flight ``beta__echo`` (then ``meanwhile``); both results."""
+    results: dict[str, types.CallToolResult] = {}
+
+    async def call(name: str, arguments: dict[str, Any]) -> None:
+        results[name] = await client.call_tool(name, arguments)
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call, "alpha__sleep", {"seconds": seconds})
+            await wait_until(lambda: hub.pool.get("alpha").in_flight == 1)
+            tg.start_soon(call, "beta__echo", {"text": text})
+            if meanwhile is not None:
+                await meanwhile()
+    return results
 
 
 async def test_servers_start_lazily_on_first_call(make_settings: MakeSettings) -> None:
@@ -78,19 +98,13 @@ async def test_a_busy_server_is_not_evicted_and_the_waiter_gets_its_slot(make_se
     servers = {"alpha": inproc("alpha"), "beta": inproc("beta")}
     await seed(make_settings(servers))
     settings = make_settings(servers, backends={"max_running": 1})
-    results: dict[str, Any] = {}
     async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
 
-        async def call(name: str, arguments: dict[str, Any]) -> None:
-            results[name] = await client.call_tool(name, arguments)
+        async def meanwhile() -> None:
+            await wait_until(lambda: hub.pool.get("beta").state is State.STARTING)
+            assert hub.pool.get("alpha").state is State.RUNNING  # in flight: never evicted
 
-        with anyio.fail_after(10):
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(call, "alpha__sleep", {"seconds": 0.5})
-                await wait_until(lambda: hub.pool.get("alpha").in_flight == 1)
-                tg.start_soon(call, "beta__echo", {"text": "after alpha"})
-                await wait_until(lambda: hub.pool.get("beta").state is State.STARTING)
-                assert hub.pool.get("alpha").state is State.RUNNING  # in flight: never evicted
+        results = await beta_while_alpha_sleeps(hub, client, 0.5, "after alpha", meanwhile)
     assert text_of(results["alpha__sleep"]) == "slept 0.5"
     assert text_of(results["beta__echo"]) == "after alpha"
 
@@ -99,17 +113,8 @@ async def test_a_start_waiting_for_a_slot_is_bounded_by_the_call_timeout(make_se
     servers = {"alpha": inproc("alpha"), "beta": inproc("beta", call_timeout=0.3)}
     await seed(make_settings(servers))
     settings = make_settings(servers, backends={"max_running": 1})
-    results: dict[str, Any] = {}
     async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
-
-        async def call(name: str, arguments: dict[str, Any]) -> None:
-            results[name] = await client.call_tool(name, arguments)
-
-        with anyio.fail_after(10):
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(call, "alpha__sleep", {"seconds": 1.5})
-                await wait_until(lambda: hub.pool.get("alpha").in_flight == 1)
-                tg.start_soon(call, "beta__echo", {"text": "never"})
+        results = await beta_while_alpha_sleeps(hub, client, 1.5, "never")
         beta = hub.pool.get("beta")
         assert beta.state is State.STOPPED
         assert beta.starts == 0

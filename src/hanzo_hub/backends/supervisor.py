@@ -349,15 +349,8 @@ class Supervisor:
         attempt = _Attempt()
         prepare = getattr(self._hooks, "prepare_start", None)  # optional hook: e.g. install a catalog env first
         if prepare is not None:
-            self._preparing = True
-            try:
+            async with self._waiting_long():
                 await prepare(self.name)
-            except BaseException:
-                self._set_state(State.STOPPED)
-                raise
-            finally:
-                self._preparing = False
-            self._set_state(State.STARTING)  # wake waiters: from here the handshake bound applies again
         await self._take_slot()
         started = self._clock()
         self._stop = anyio.Event()
@@ -378,16 +371,23 @@ class Supervisor:
         """A place under the running cap, queued behind earlier starters; bounded by the call timeout, since the
         callers waiting for this start are calls."""
         bound = self.call_timeout
+        async with self._waiting_long():
+            try:
+                with anyio.fail_after(bound):
+                    await self._slots.acquire(self)
+            except TimeoutError:
+                limit = self._settings.max_running
+                raise BackendUnavailable(
+                    self.name, f"could not start: no running slot came free within {bound:g} s (max_running = {limit})"
+                ) from None
+
+    @asynccontextmanager
+    async def _waiting_long(self) -> AsyncIterator[None]:
+        """A start step bounded by its own timeouts (an install, a queue for a slot): callers waiting for the start
+        wait it out instead of applying the handshake bound; if it fails, the start ends there."""
         self._preparing = True
         try:
-            with anyio.fail_after(bound):
-                await self._slots.acquire(self)
-        except TimeoutError:
-            self._set_state(State.STOPPED)
-            limit = self._settings.max_running
-            raise BackendUnavailable(
-                self.name, f"could not start: no running slot came free within {bound:g} s (max_running = {limit})"
-            ) from None
+            yield
         except BaseException:
             self._set_state(State.STOPPED)
             raise
