@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench._common import (
     PYTHON,
     REPO,
+    find_descendant,
     fixture_server,
     hub_args,
     machine_info,
@@ -53,20 +54,11 @@ STATUS_URI = "hub://_hub/servers"
 DEFAULT_CAP = 32
 
 
-def _hub_process() -> psutil.Process | None:
-    for proc in psutil.Process().children(recursive=True):
-        try:
-            if "hanzo_hub" in " ".join(proc.cmdline()):
-                return proc
-        except psutil.Error:
-            continue
-    return None
-
-
 def _memory() -> dict[str, float]:
-    hub = _hub_process()
-    if hub is None:
+    pid = find_descendant("hanzo_hub")
+    if pid is None:
         return {}
+    hub = psutil.Process(pid)
     servers = 0.0
     for child in hub.children(recursive=True):
         try:
