@@ -34,11 +34,6 @@ class RunningSlots:
         self._queue: deque[Supervisor] = deque()
         self._changed = anyio.Event()
 
-    @property
-    def waiting(self) -> int:
-        """Starters queued for a slot."""
-        return len(self._queue)
-
     async def acquire(self, supervisor: Supervisor) -> None:
         """Wait for room to run ``supervisor``, evicting an idle server when its turn comes (unbounded: the caller
         bounds it)."""
