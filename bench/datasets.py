@@ -93,8 +93,8 @@ def catalog_tools(root: Path = MANIFESTS) -> list[dict[str, Any]]:
     for folder in sorted(p for p in root.iterdir() if (p / "server.json").exists()):
         server = json.loads((folder / "server.json").read_text())
         meta = server["_meta"]["dev.hanzo-hub/catalog"]
-        if meta.get("origin") == "fixture":
-            continue
+        if meta.get("origin") == "fixture" or not (folder / "tools.json").exists():
+            continue  # fixture servers are test doubles; an entry without tools.json lists its tools from user data
         hidden = {n for n, fix in meta.get("toolOverrides", {}).items() if fix.get("hidden")}
         for tool in json.loads((folder / "tools.json").read_text())["tools"]:
             if tool["name"] in hidden:
