@@ -7,6 +7,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+import pytest
 from mcp import Client
 
 from hanzo_hub.backends.listing import Listing
@@ -121,6 +122,61 @@ async def test_a_start_waiting_for_a_slot_is_bounded_by_the_call_timeout(make_se
     assert text_of(results["alpha__sleep"]) == "slept 1.5"
     assert results["beta__echo"].is_error
     assert "no running slot came free within 0.3 s (max_running = 1)" in text_of(results["beta__echo"])
+
+
+async def test_a_server_removed_while_its_start_is_queued_never_starts(make_settings: MakeSettings) -> None:
+    servers = {"alpha": inproc("alpha"), "beta": inproc("beta")}
+    await seed(make_settings(servers))
+    settings = make_settings(servers, backends={"max_running": 1, "shutdown_timeout": 5})
+    async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
+        beta = hub.pool.get("beta")
+        took: list[float] = []
+
+        async def remove_beta_once_queued() -> None:
+            await wait_until(lambda: beta.state is State.STARTING)
+            began = anyio.current_time()
+            await hub.pool.remove("beta")  # what a reloaded config without beta does
+            took.append(anyio.current_time() - began)
+
+        results = await beta_while_alpha_sleeps(hub, client, 0.5, "never", remove_beta_once_queued)
+        assert beta.starts == 0
+        assert beta.state is State.STOPPED
+        assert {s.name for s in hub.pool.running} == {"alpha"}
+    assert took[0] < 1  # not the shutdown timeout: nothing was running yet
+    assert text_of(results["alpha__sleep"]) == "slept 0.5"
+    assert results["beta__echo"].is_error
+    assert "'beta'" in text_of(results["beta__echo"])
+    assert "stopped before it started" in text_of(results["beta__echo"])
+
+
+async def test_a_server_removed_while_it_installs_never_starts(
+    make_settings: MakeSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = make_settings({"alpha": inproc("alpha"), "beta": inproc("beta")}, backends={"shutdown_timeout": 5})
+    await seed(settings)
+    async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
+        beta = hub.pool.get("beta")
+        installing, installed = anyio.Event(), anyio.Event()
+        results: list[types.CallToolResult] = []
+
+        async def slow_install(server: str) -> None:  # stands in for building a catalog env on first use
+            installing.set()
+            await installed.wait()
+
+        async def call() -> None:
+            results.append(await client.call_tool("beta__echo", {"text": "never"}))
+
+        monkeypatch.setattr(hub, "prepare_start", slow_install)
+        with anyio.fail_after(3):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                await installing.wait()
+                tg.start_soon(hub.pool.remove, "beta")
+                await wait_until(lambda: beta.retired)
+                installed.set()
+        assert beta.starts == 0
+        assert beta.state is State.STOPPED
+    assert "stopped before it started" in text_of(results[0])
 
 
 async def test_an_idle_server_is_stopped_and_restarted_on_demand(make_settings: MakeSettings) -> None:

@@ -168,3 +168,29 @@ async def fetch_listing(client: Client, timeout: float, server: str | None = Non
         source="live",
         problems=tuple(dict.fromkeys(problems.notes)),
     )
+
+
+async def discover_pinned(client: Client, version: str) -> None:
+    """Learn a version-pinned server's capabilities: probe ``server/discover`` at exactly ``version`` and adopt it.
+
+    A client in a version-pin mode adopts a synthesized discover result that declares no capabilities, so without
+    this the hub would list nothing. A ``-32022`` answer that names ``version`` as supported is retried once (the
+    spec lets a client retry with a version the server supports); any other refusal fails the start.
+
+    Raises:
+        MCPError: the server refused ``server/discover`` or does not support ``version``.
+    """
+    try:
+        raw = await client.session.send_discover(version)
+    except MCPError as exc:
+        data = exc.error.data if isinstance(exc.error.data, dict) else {}
+        if exc.code != types.UNSUPPORTED_PROTOCOL_VERSION or version not in (data.get("supported") or ()):
+            raise
+        raw = await client.session.send_discover(version)
+    result = types.DiscoverResult.model_validate(raw)
+    if version not in result.supported_versions:
+        raise MCPError(
+            types.UNSUPPORTED_PROTOCOL_VERSION,
+            f"server supports {', '.join(result.supported_versions)}, not the configured {version}",
+        )
+    client.session.adopt(result.model_copy(update={"supported_versions": [version]}))

@@ -1,8 +1,9 @@
 """One downstream server's life: lazy start, bounded handshake, crash detection, backoff and a circuit breaker.
 
-States move ``STOPPED → STARTING → RUNNING → STOPPED``. The connection lives in a task of the pool's task group
-(``_run``), which never raises: every failure is recorded here and surfaces as a ``BackendError`` to the caller
-that wanted the server, never as a crash of the hub. Restarts are demand-driven: the next request after a crash
+States move ``STOPPED → STARTING → RUNNING → STOPPING → STOPPED``; a stop requested while it starts (installing,
+queued for a slot, handshaking) ends the start. The connection lives in a task of the pool's task group (``_run``),
+which never raises: every failure is recorded here and surfaces as a ``BackendError`` to the caller that wanted the
+server, never as a crash of the hub. Restarts are demand-driven: the next request after a crash
 starts the server again once its backoff has passed; after ``breaker_threshold`` consecutive failures the
 circuit opens and requests fail fast until ``breaker_cooldown`` has passed.
 """
@@ -28,7 +29,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from hanzo_hub.backends.base import ConnectContext, build_target, watched
 from hanzo_hub.backends.failures import Backoff, StderrTail, describe_failure, needs_login
-from hanzo_hub.backends.listing import Listing, fetch_listing
+from hanzo_hub.backends.listing import Listing, discover_pinned, fetch_listing
 from hanzo_hub.backends.metrics import NO_METRICS, ServerMetrics
 from hanzo_hub.backends.rawchannel import RawChannel
 from hanzo_hub.backends.snapshot import file_key
@@ -346,15 +347,21 @@ class Supervisor:
 
     async def _start(self) -> None:
         self._set_state(State.STARTING)
-        attempt = _Attempt()
-        prepare = getattr(self._hooks, "prepare_start", None)  # optional hook: e.g. install a catalog env first
-        if prepare is not None:
-            async with self._waiting_long():
-                await prepare(self.name)
-        await self._take_slot()
-        started = self._clock()
+        # This start's events, from its first step: a stop requested during the install or the queue for a slot
+        # is seen before any process exists, and the stop's wait ends with this start.
         self._stop = anyio.Event()
         self._ended = anyio.Event()
+        attempt = _Attempt()
+        try:
+            prepare = getattr(self._hooks, "prepare_start", None)  # optional hook: e.g. install a catalog env first
+            if prepare is not None:
+                async with self._waiting_long():
+                    await prepare(self.name)
+            await self._take_slot()
+        except BaseException:
+            self._ended.set()
+            raise
+        started = self._clock()
         self.starts += 1
         self._stderr.mark()
         self._tg.start_soon(self._run, attempt)
@@ -369,17 +376,26 @@ class Supervisor:
 
     async def _take_slot(self) -> None:
         """A place under the running cap, queued behind earlier starters; bounded by the call timeout, since the
-        callers waiting for this start are calls."""
+        callers waiting for this start are calls. A stop requested before the slot is taken ends the start."""
         bound = self.call_timeout
+        taken = False
         async with self._waiting_long():
             try:
                 with anyio.fail_after(bound):
-                    await self._slots.acquire(self)
+                    async with anyio.create_task_group() as queue:
+                        queue.start_soon(_set_when, self._stop, queue.cancel_scope)
+                        await self._slots.acquire(self)
+                        taken = True
+                        queue.cancel_scope.cancel()
             except TimeoutError:
                 limit = self._settings.max_running
                 raise BackendUnavailable(
                     self.name, f"could not start: no running slot came free within {bound:g} s (max_running = {limit})"
                 ) from None
+            if self._stop.is_set():
+                if taken:
+                    self._slots.release(self)
+                raise BackendUnavailable(self.name, "was stopped before it started")
 
     @asynccontextmanager
     async def _waiting_long(self) -> AsyncIterator[None]:
@@ -426,7 +442,7 @@ class Supervisor:
     async def _connected(self, attempt: _Attempt, lost: anyio.Event) -> None:
         async with self._make_client(lost) as client:
             if self.spec.protocol in MODERN_PROTOCOL_VERSIONS:
-                await _discover_pinned(client, self.spec.protocol)
+                await discover_pinned(client, self.spec.protocol)
             listing = await fetch_listing(client, self._settings.connect_timeout, self.name)
             self._client = client
             self._set_state(State.STOPPING if self._stop.is_set() else State.RUNNING)
@@ -560,32 +576,6 @@ class Supervisor:
             await self._hooks.on_listing(self.name, listing)
         except Exception:  # task boundary: a hook failure must not kill the connection
             logger.exception("listing hook failed for server %s", self.name)
-
-
-async def _discover_pinned(client: Client, version: str) -> None:
-    """Learn a version-pinned server's capabilities: probe ``server/discover`` at exactly ``version`` and adopt it.
-
-    A client in a version-pin mode adopts a synthesized discover result that declares no capabilities, so without
-    this the hub would list nothing. A ``-32022`` answer that names ``version`` as supported is retried once (the
-    spec lets a client retry with a version the server supports); any other refusal fails the start.
-
-    Raises:
-        MCPError: the server refused ``server/discover`` or does not support ``version``.
-    """
-    try:
-        raw = await client.session.send_discover(version)
-    except MCPError as exc:
-        data = exc.error.data if isinstance(exc.error.data, dict) else {}
-        if exc.code != types.UNSUPPORTED_PROTOCOL_VERSION or version not in (data.get("supported") or ()):
-            raise
-        raw = await client.session.send_discover(version)
-    result = types.DiscoverResult.model_validate(raw)
-    if version not in result.supported_versions:
-        raise MCPError(
-            types.UNSUPPORTED_PROTOCOL_VERSION,
-            f"server supports {', '.join(result.supported_versions)}, not the configured {version}",
-        )
-    client.session.adopt(result.model_copy(update={"supported_versions": [version]}))
 
 
 async def _watchdog(scope: anyio.CancelScope, ready: anyio.Event, timeout: float) -> None:
