@@ -1,7 +1,8 @@
 """The raw ``tools/call`` fast path: same answers as a direct connection, and the relay still works through it.
 
-The downstream is a real subprocess in the handshake era (``protocol: legacy``); the client is a handshake-era
-SDK client on the hub's front server. Each test checks that the call really took the fast path (its counter).
+The downstream is a real subprocess, in the handshake era (``protocol: legacy``) or the stateless one (``auto``: the
+fixtures speak 2026-07-28); the client is a handshake-era SDK client on the hub's front server. Each test checks that
+the call really took the fast path (its counter).
 """
 
 from __future__ import annotations
@@ -25,6 +26,18 @@ from tests.conftest import FIXTURE, REPO, MakeSettings, inproc, stdio, text_of, 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 CONFORMANCE = REPO / "tests" / "conformance" / "fixture_server.py"
+ERAS = pytest.mark.parametrize("era", ["legacy", "auto"])
+
+
+def conformance(era: str) -> dict[str, Any]:
+    return {"command": sys.executable, "args": [str(CONFORMANCE), "--stdio"], "cwd": str(REPO), "protocol": era}
+
+
+def assert_era(hub: Hub, server: str, era: str) -> None:
+    """The downstream really speaks the era under test."""
+    client = hub.pool.get(server).client
+    assert client is not None
+    assert (client.protocol_version == "2026-07-28") is (era == "auto")
 
 
 @asynccontextmanager
@@ -34,6 +47,9 @@ async def hub_client(settings: Any, **kwargs: Any) -> AsyncIterator[tuple[Client
         fast = next(m for m in server.middleware if isinstance(m, RawToolCalls))
         async with Client(server, mode="legacy", **kwargs) as client:
             yield client, fast
+            for name, spec in hub.servers.items():
+                if hub.pool.get(name).client is not None and spec.kind == "stdio":
+                    assert_era(hub, name, spec.protocol if spec.protocol == "legacy" else "auto")
 
 
 def _wire(result: types.CallToolResult) -> dict[str, Any]:
@@ -53,8 +69,9 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-async def test_fast_results_equal_direct_results(make_settings: MakeSettings) -> None:
-    settings = make_settings({"ds": stdio("ok", "ds", protocol="legacy"), "other": inproc("beta")})
+@ERAS
+async def test_fast_results_equal_direct_results(make_settings: MakeSettings, era: str) -> None:
+    settings = make_settings({"ds": stdio("ok", "ds", protocol=era), "other": inproc("beta")})
     direct_params = StdioServerParameters(command=sys.executable, args=["-m", FIXTURE, "ok", "ds"], cwd=str(REPO))
     async with hub_client(settings) as (client, fast), Client(direct_params, mode="legacy") as direct:
         await client.call_tool("ds__echo", {"text": "start"})  # the first call starts the server (normal path)
@@ -66,9 +83,11 @@ async def test_fast_results_equal_direct_results(make_settings: MakeSettings) ->
         assert fast.fast_calls == before + len(CALLS)
 
 
-async def test_stateless_clients_are_fast_unless_the_era_bridge_may_be_needed(make_settings: MakeSettings) -> None:
-    entry = {"command": sys.executable, "args": [str(CONFORMANCE), "--stdio"], "cwd": str(REPO), "protocol": "legacy"}
-    settings = make_settings({"fx": entry, "other": inproc("beta")})
+@ERAS
+async def test_stateless_clients_are_fast_unless_the_era_bridge_may_be_needed(
+    make_settings: MakeSettings, era: str
+) -> None:
+    settings = make_settings({"fx": conformance(era), "other": inproc("beta")})
 
     async def sampling(ctx: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
         return types.CreateMessageResult(
@@ -86,6 +105,7 @@ async def test_stateless_clients_are_fast_unless_the_era_bridge_may_be_needed(ma
             assert fast.fast_calls == before + 1  # declares no sampling, elicitation or roots: nothing to bridge
             assert result.result_type == "complete"
             assert text_of(result) == "This is a simple text response for testing."
+            assert_era(hub, "fx", era)
         async with Client(server, mode="auto", sampling_callback=sampling) as sampler:
             before = fast.fast_calls
             sampled = await sampler.call_tool("fx__test_sampling", {"prompt": "Capital of France?"})
@@ -112,8 +132,9 @@ async def test_progress_tokens_take_the_normal_path_and_progress_arrives(make_se
     assert seen
 
 
-async def test_sampling_and_logs_during_a_fast_call_reach_this_client(make_settings: MakeSettings) -> None:
-    entry = {"command": sys.executable, "args": [str(CONFORMANCE), "--stdio"], "cwd": str(REPO), "protocol": "legacy"}
+@ERAS
+async def test_sampling_and_logs_during_a_fast_call_reach_this_client(make_settings: MakeSettings, era: str) -> None:
+    entry = conformance(era)
     settings = make_settings({"fx": entry, "other": inproc("beta")})
     prompts: list[str] = []
     logs: list[Any] = []
@@ -139,10 +160,12 @@ async def test_sampling_and_logs_during_a_fast_call_reach_this_client(make_setti
     assert logs
 
 
+@ERAS
 async def test_a_crash_during_a_fast_call_is_an_error_result_and_the_server_restarts(
     make_settings: MakeSettings,
+    era: str,
 ) -> None:
-    settings = make_settings({"ds": stdio("ok", "ds", protocol="legacy"), "other": inproc("beta")})
+    settings = make_settings({"ds": stdio("ok", "ds", protocol=era), "other": inproc("beta")})
     async with hub_client(settings) as (client, fast):
         await client.call_tool("ds__echo", {"text": "start"})
         before = fast.fast_calls
@@ -154,11 +177,12 @@ async def test_a_crash_during_a_fast_call_is_an_error_result_and_the_server_rest
         assert text_of(again) == "back"
 
 
-async def test_the_per_call_policy_applies_on_the_fast_path(make_settings: MakeSettings) -> None:
+@ERAS
+async def test_the_per_call_policy_applies_on_the_fast_path(make_settings: MakeSettings, era: str) -> None:
     policy = {"sandbox": "none", "defaults": {"max_result_bytes": 200, "rate_per_minute": 1, "burst": 4}}
     policy["tools"] = {"fail": {"enabled": False}}
     sandbox = {"keyring_service": None, "servers": {"ds": policy}}
-    settings = make_settings({"ds": stdio("ok", "ds", protocol="legacy"), "other": inproc("beta")}, sandbox=sandbox)
+    settings = make_settings({"ds": stdio("ok", "ds", protocol=era), "other": inproc("beta")}, sandbox=sandbox)
     async with hub_client(settings) as (client, fast):
         await client.call_tool("ds__echo", {"text": "start"})
         before = fast.fast_calls
@@ -177,12 +201,13 @@ async def test_the_per_call_policy_applies_on_the_fast_path(make_settings: MakeS
     assert relayed == 2 + sum(not r.is_error for r in spent)
 
 
+@ERAS
 @pytest.mark.parametrize("which", ["policy", "server"])
 async def test_a_fast_call_past_its_deadline_is_an_error_and_the_server_is_told_to_cancel(
-    make_settings: MakeSettings, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, which: str
+    make_settings: MakeSettings, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, which: str, era: str
 ) -> None:
     # The raw channel's timer keeps the sooner of the policy's per-call timeout and the server's call timeout.
-    entry = stdio("ok", "ds", protocol="legacy", call_timeout=0.4 if which == "server" else 30)
+    entry = stdio("ok", "ds", protocol=era, call_timeout=0.4 if which == "server" else 30)
     sandbox = {"keyring_service": None, "servers": {"ds": {"sandbox": "none", "tools": {"sleep_marked": {}}}}}
     if which == "policy":
         sandbox["servers"]["ds"]["tools"]["sleep_marked"] = {"timeout": 0.4}

@@ -85,6 +85,12 @@ class RawChannel:
         self._drain = drain
 
     @property
+    def piped(self) -> bool:
+        """Whether requests go out as whole lines on the transport's own pipes (stdio), past every stream wrapper:
+        a stateless-era request sent this way carries exactly the ``_meta`` its caller stamped."""
+        return self._line is not None
+
+    @property
     def open(self) -> bool:
         """Whether requests can be sent."""
         return (self._write is not None or self._line is not None) and not self._closed

@@ -432,9 +432,7 @@ class Hub:
         """
         supervisor = self.pool.get(server)
         modern_client = ctx is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-        capabilities = self.relay.upstream_capabilities(ctx)
-        if capabilities is not None and self.llm.available and self.settings.llm.sampling != "client":
-            capabilities = {"sampling": {}, **capabilities}  # the router answers what the client cannot
+        capabilities = self.relayed_capabilities(ctx)
 
         async def op(client: Client) -> T:
             with client_capabilities(capabilities):
@@ -444,6 +442,14 @@ class Hub:
             return await supervisor.request(op)
         with self.relay.calling(server, ctx):
             return await supervisor.request(op)
+
+    def relayed_capabilities(self, ctx: ServerRequestContext[Any, Any] | None) -> dict[str, Any] | None:
+        """What a downstream serving ``ctx``'s request is told the client can do: the client's own capabilities,
+        plus sampling where the hub's router answers what the client cannot (``None``: the hub's)."""
+        capabilities = self.relay.upstream_capabilities(ctx)
+        if capabilities is not None and self.llm.available and self.settings.llm.sampling != "client":
+            capabilities = {"sampling": {}, **capabilities}
+        return capabilities
 
     async def set_logging_level(self, level: types.LoggingLevel, session: ServerSession | None = None) -> None:
         """Remember a client's log level and pass it to every running server that logs (2025-11-25 ones)."""

@@ -1,4 +1,4 @@
-"""The ``tools/call`` fast path: a handshake-era client's call relayed as raw JSON-RPC to a handshake-era server.
+"""The ``tools/call`` fast path: a client's call relayed as raw JSON-RPC to the server that has the tool.
 
 A proxied call through SDK objects validates the same message four times: the front parses the client's params into
 a typed model, the hub's ``Client`` validates the downstream's result (and its structured content against the
@@ -9,10 +9,18 @@ through a raw channel beside the SDK session (``hanzo_hub.backends.rawchannel``:
 hands the downstream's result dict back as it came, less the downstream's ``serverInfo`` stamp. The end client is
 the one that validates it, exactly as it would validate a direct server.
 
+A stateless-era (2026-07-28) server over stdio takes it too: the request carries the era's ``_meta`` as the SDK's
+session would stamp it (version, client info, the relayed client's capabilities, the log-level opt-in), and the
+result loses its ``resultType`` for a handshake-era client. When such a server asks for input instead of answering
+(an ``InputRequiredResult``: sampling, elicitation, roots), a stateless-era client gets the round as it came (its
+retry takes the normal path), and for a handshake-era client the SDK's client drives the rounds through the relay,
+retrying on the typed session, as the normal path would.
+
 Everything that makes a proxied call a hub call is kept: the relay bookkeeping (the server's sampling, elicitation,
 roots and log messages during the call go to this client), the log-level opt-in, the supervisor's lazy start,
 deadline, crash detection and idle accounting, and fail-open error results. Calls that need more than renaming take
-the normal path: stateless-era clients or servers (era bridge, input rounds), progress tokens (the front maps
+the normal path: a stateless-era client whose call may need the era bridge, a stateless-era server over HTTP
+(the SDK's transport adds the era's headers), retries carrying input responses, progress tokens (the front maps
 them), the hub's own memory server (identity stamping), servers with ``error_patterns`` (the hub reads their
 results), search exposure (virtual tools), a server not running yet
 (the normal path starts it; its next call is fast), in-process servers (no transport to share), and malformed params
@@ -66,10 +74,16 @@ class _Plan:
     target: Target
     params: dict[str, Any]
     client: Client
+    modern: bool = False
+    """The server speaks the stateless era: each request carries the era's ``_meta``, its answer may ask for input."""
 
 
 def _error_result(text: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}], "isError": True}
+
+
+def _error_model(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
 def _dump(result: types.CallToolResult | types.InputRequiredResult) -> dict[str, Any]:
@@ -242,13 +256,16 @@ class RawToolCalls:
         if target.server == MEMORY_SERVER or self._hub.error_patterns(target.server):
             return None  # identity stamping, or results the hub must read (plain-text failures)
         supervisor = self._hub.pool.get(target.server)
-        client = supervisor.client
-        if client is None or is_modern(client) or supervisor.raw_channel is None:
+        client, channel = supervisor.client, supervisor.raw_channel
+        if client is None or channel is None:
             return None
+        modern = is_modern(client)
+        if modern and not channel.piped:
+            return None  # over HTTP the era's headers come from the SDK's transport: the normal path
         body: dict[str, Any] = {"name": target.original}
         if arguments is not None:
             body["arguments"] = arguments
-        return _Plan(target, body, client)
+        return _Plan(target, body, client, modern)
 
     async def _relay(self, ctx: ServerRequestContext[Any, Any], plan: _Plan) -> tuple[dict[str, Any], bytes | None]:
         """The call's result, and its JSON text when that is the downstream's own, unchanged (else ``None``)."""
@@ -260,8 +277,6 @@ class RawToolCalls:
             return _dump(admission.refusal), None
         if admission.arguments is not None:
             params["arguments"] = admission.arguments
-        # No log-level ``_meta`` for the downstream: the plan only takes handshake-era servers, whose level is set by
-        # ``logging/setLevel`` (the fallback below adds it for a server restarted into the stateless era).
         try:
             answer = await self._forward(ctx, plan, admission)
         except BackendError as exc:  # its text may quote the server's stderr: redacted like any result
@@ -269,7 +284,67 @@ class RawToolCalls:
             return _error_result(redact(str(exc)) if redact is not None else str(exc)), None
         if answer is None:
             return _dump(hub.guard.release(admission, None)), None  # the policy's per-call timeout expired
-        return self._released(target.server, admission, *answer)
+        raw, text = answer
+        modern_client = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        if isinstance(raw, dict) and raw.get("resultType", "complete") != "complete":
+            self.fast_calls += 1  # its first leg
+            if modern_client:
+                return raw, text  # an input round for a stateless-era client: its retry takes the normal path
+            return _dump(hub.guard.release(admission, await self._rounds(ctx, plan, admission, raw))), None
+        if not modern_client and isinstance(raw, dict) and "resultType" in raw:  # not a field of the client's era
+            raw, text = {key: value for key, value in raw.items() if key != "resultType"}, None
+        return self._released(target.server, admission, raw, text)
+
+    def _stamped(self, ctx: ServerRequestContext[Any, Any], plan: _Plan) -> dict[str, Any]:
+        """The params of a call to a stateless-era server as the SDK's session would send them: the era's ``_meta``
+        (version, client info, the relayed client's capabilities, the log-level opt-in) on the client's own."""
+        hub = self._hub
+        params = {**plan.params, "_meta": dict(hub.relay.downstream_meta(ctx) or {})}
+        data = {"method": _TOOLS_CALL, "params": params}
+        plan.client.session._stamp(data, {})  # pyright: ignore[reportPrivateUsage]
+        capabilities = hub.relayed_capabilities(ctx)
+        if capabilities is not None:
+            params["_meta"][CLIENT_CAPABILITIES_META_KEY] = capabilities
+        return params
+
+    async def _rounds(
+        self, ctx: ServerRequestContext[Any, Any], plan: _Plan, admission: Admission, raw: dict[str, Any]
+    ) -> types.CallToolResult | None:
+        """A stateless-era server asked a handshake-era client's call for input (sampling, elicitation, roots): the
+        SDK's client drives the rounds (through the relay, to this client) and retries on the normal path, within
+        the policy's per-call timeout (``None``: it expired)."""
+        hub, params, server = self._hub, plan.params, plan.target.server
+        try:
+            first = types.InputRequiredResult.model_validate(raw, by_name=False)
+        except ValueError:
+            return _error_model(f"server {server!r} answered tools/call with an invalid input request")
+        meta = hub.relay.downstream_meta(ctx)
+
+        async def op(client: Client) -> types.CallToolResult:
+            async def retry(
+                responses: types.InputResponses | None, state: str | None
+            ) -> types.CallToolResult | types.InputRequiredResult:
+                return await client.session.call_tool(
+                    params["name"],
+                    params.get("arguments"),
+                    input_responses=responses,
+                    request_state=state,
+                    meta=meta,
+                    allow_input_required=True,
+                )
+
+            with client_capabilities(hub.relayed_capabilities(ctx)):
+                done: types.CallToolResult = await client._drive_input_required(first, retry)  # pyright: ignore[reportPrivateUsage]
+                return done
+
+        result: types.CallToolResult | None = None  # stays None when the policy's deadline expires
+        try:
+            with hub.relay.calling(server, ctx), admission.deadline():
+                result = await hub.pool.get(server).request(op)
+        except BackendError as exc:  # its text may quote the server's stderr: redacted like any result
+            redact = hub.guard.redact
+            return _error_model(redact(str(exc)) if redact is not None else str(exc))
+        return result
 
     async def _forward(
         self, ctx: ServerRequestContext[Any, Any], plan: _Plan, admission: Admission
@@ -287,9 +362,10 @@ class RawToolCalls:
         supervisor = hub.pool.get(server)
         policy_timeout, call_timeout = admission.decision.timeout, supervisor.call_timeout
         deadline = call_timeout if policy_timeout is None else min(policy_timeout, call_timeout)
+        sent = self._stamped(ctx, plan) if plan.modern else params
         with hub.relay.calling(server, ctx):
             try:
-                answer = await supervisor.raw_request(plan.client, _TOOLS_CALL, params, deadline)
+                answer = await supervisor.raw_request(plan.client, _TOOLS_CALL, sent, deadline)
             except TimeoutError:
                 if deadline >= call_timeout:
                     raise BackendTimeout(server, f"did not answer within {call_timeout:g} s") from None
@@ -302,7 +378,7 @@ class RawToolCalls:
                 channel = supervisor.raw_channel
                 if channel is None or is_modern(client):  # restarted (or into the stateless era) since the plan
                     meta = hub.relay.downstream_meta(ctx)
-                    with client_capabilities(hub.relay.upstream_capabilities(ctx)):
+                    with client_capabilities(hub.relayed_capabilities(ctx)):
                         result = await client.call_tool(params["name"], params.get("arguments"), meta=meta)
                     return _dump(result), None
                 return await channel.request_text(_TOOLS_CALL, params)
