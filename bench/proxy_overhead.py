@@ -7,8 +7,8 @@ and ``auto`` (2026-07-28 probe) mode:
 - ``hub``: ``python -m hanzo_hub serve --config`` with that one downstream (spawned by the hub over stdio) in the
   handshake era (``"protocol": "legacy"``), as every cataloged third-party server speaks it: handshake-era calls take
   the raw ``tools/call`` fast path (``hanzo_hub.hub.fastcall``), stateless-era clients go through the era bridge;
-- ``hub-2026``: the same hub with the downstream in ``auto`` mode (it speaks the stateless era, so no call takes
-  the fast path: the typed relay, both eras);
+- ``hub-2026``: the same hub with the downstream in ``auto`` mode (it speaks the stateless era: its calls take the
+  fast path with the era's ``_meta`` stamped on each request, as the hub's own first-party servers do);
 - ``hub-inproc``: the same hub with the fixture in-process (``"kind": "inproc"``): no second process or pipe;
 - ``min-proxy``: ``bench/_min_proxy.py``, a bare low-level ``Server`` that forwards to one ``Client``: the floor of
   any proxy built on the SDK objects, to separate the SDK's per-hop cost from the hub's own;
@@ -273,7 +273,9 @@ def _markdown(data: dict[str, Any]) -> str:
     )
     text += f"\nTarget hub/direct p50 <= {TARGET_RATIO}: "
     verdicts = [f"{m}: {data['targets'][f'hub/{m}']['ratio_p50_vs_direct']}" for m in ("legacy", "auto")]
-    text += ", ".join(verdicts) + f" -> {'met' if data['target_met'] else 'NOT met'}.\n"
+    text += ", ".join(verdicts) + f" -> {'met' if data['target_met'] else 'NOT met'}. "
+    modern = [f"{m}: {data['targets'][f'hub-2026/{m}']['ratio_p50_vs_direct']}" for m in ("legacy", "auto")]
+    text += "With a stateless-era (2026-07-28) downstream, hub-2026/direct p50: " + ", ".join(modern) + ".\n"
     prof = data.get("profile") or {}
     hub, direct = prof.get("hub/cpu", {}), prof.get("direct/cpu", {})
     if "busy_us_per_request" in hub:
