@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 from hanzo_hub.config import MemorySettings
 from hanzo_hub.memory import MemoryScope, MemoryService
 from hanzo_hub.memory.consolidate import Consolidator
@@ -55,3 +58,26 @@ async def test_relevance_decays_after_90_idle_days_and_entry_is_deleted_after_36
     final = await Consolidator(service).run(scope)
     assert final.deleted == [entry.id]
     assert await service.entries(scope) == []
+
+
+async def test_retention_applies_as_a_persisted_scope_opens(clock: Clock, tmp_path: Path) -> None:
+    # No consolidation runs while the scope is closed (the scheduled job visits open scopes only): opening it decays
+    # and deletes what is due before anyone reads it.
+    scope = MemoryScope("u", "p")
+
+    def opened() -> Any:
+        return MemoryService.open(MemorySettings(store="chroma"), tmp_path, HashEmbedder(), clock)
+
+    async with opened() as service:
+        (idle,) = await service.remember(scope, ["the office wifi is called hanzo-guest"])
+    clock.advance(91)
+    async with opened() as service:
+        (seen,) = await service.entries(scope)
+        assert seen.id == idle.id
+        assert abs(seen.relevance - 0.9) < 1e-9
+        hits = await service.recall(scope, "office wifi name")
+        assert [h.entry.relevance for h in hits] == [seen.relevance]
+    clock.advance(366)
+    async with opened() as service:
+        assert await service.entries(scope) == []
+        assert await service.recall(scope, "office wifi name") == []

@@ -31,7 +31,7 @@ async def test_tools_are_listed_with_resource_templates(server_for: Callable[[Me
         names = {t.name for t in (await client.list_tools()).tools}
         templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
     assert names == {"remember", "recall", "list_memories", "update_memory", "forget", "export_memories",
-                     "import_memories"}  # fmt: skip
+                     "import_memories", "consolidate"}  # fmt: skip
     assert templates == {"memory://{tier}/entries", "memory://{tier}/entries/{memory_id}"}
 
 

@@ -1,9 +1,11 @@
 """The hub's own memory server: the memory surface, served in process and scoped by who is asking.
 
 It runs like any downstream (started on first use, its tool list snapshotted), so the store and the embedding
-model load only when memory is first used. Identity comes from the hub, never from the client: the hub stamps
-the authenticated user (the local user over stdio), the project and the session into each forwarded request's
-``_meta`` under ``dev.hanzo-hub/*`` keys, overwriting anything a client sent there.
+model load only when memory is first used. While it runs, consolidation runs every ``memory.consolidate_every``
+seconds over the scopes open in this hub (a scope opened later gets its retention as it opens). Identity comes
+from the hub, never from the client: the hub stamps the authenticated user (the local user over stdio), the
+project and the session into each forwarded request's ``_meta`` under ``dev.hanzo-hub/*`` keys, overwriting
+anything a client sent there.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from mcp.server.mcpserver import Context
 from hanzo_hub.config import HubSettings
 from hanzo_hub.errors import MemoryStoreError
 from hanzo_hub.memory import MemoryScope, MemoryService, build_memory_server
+from hanzo_hub.memory.consolidate import Consolidator, run_periodically
 from hanzo_hub.vectors import build_embedder
 
 MEMORY_SERVER = "memory"
@@ -70,11 +73,13 @@ def build(settings: HubSettings) -> MCPServer:
         async with MemoryService.open(settings.memory, settings.memory_dir, embedder) as service:
             holder.opened(service)
             try:
-                yield {}
+                async with run_periodically(consolidator, settings.memory.consolidate_every):
+                    yield {}
             finally:
                 holder.opened(None)
 
-    return build_memory_server(cast(MemoryService, holder), scope_of, lifespan=lifespan)
+    consolidator = Consolidator(cast(MemoryService, holder))
+    return build_memory_server(cast(MemoryService, holder), scope_of, consolidator=consolidator, lifespan=lifespan)
 
 
 def identity_meta(user: str, project: str | None, session: str) -> types.RequestParamsMeta:

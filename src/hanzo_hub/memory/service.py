@@ -20,6 +20,7 @@ import numpy as np
 from hanzo_hub.config import MemorySettings
 from hanzo_hub.errors import MemoryStoreError
 from hanzo_hub.memory.adapter import memory_adapter
+from hanzo_hub.memory.decay import plan_retention
 from hanzo_hub.memory.models import TIERS, MemoryEntry, MemoryScope, ScopeKey, Tier, new_id
 from hanzo_hub.memory.rerank import CrossEncoderReranker
 from hanzo_hub.memory.store import MemoryStore, ScopeIndex
@@ -67,6 +68,7 @@ class MemoryService:
         self._listeners: list[ChangeListener] = []
         self._adapter: tuple[QueryAdapter | None] | None = None
         self._adapter_lock = anyio.Lock()
+        store.on_open = self._retain
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -84,6 +86,17 @@ class MemoryService:
         """
         async with MemoryStore.open(settings, root) as store:
             yield cls(store, embedder, settings, clock)
+
+    async def _retain(self, index: ScopeIndex) -> None:
+        """Retention as a persisted scope opens, before anyone reads it: a memory idle past ``delete_after_days``
+        is never returned, and relevance has decayed, even where no consolidation ran while the scope was closed
+        (the scheduled job only visits open scopes). Vectors are read only when something decays."""
+        plan = plan_retention(index.entries.values(), self.clock(), self.settings)
+        if plan.expired:
+            await index.delete(plan.expired)
+        if plan.decayed:
+            vectors = {e.id: e.embedding for e in await index.with_embeddings()}
+            await index.put([e.evolve(embedding=vectors[e.id]) for e in plan.decayed if e.id in vectors])
 
     def on_change(self, listener: ChangeListener) -> None:
         """Call ``listener(scope_key, ids)`` after every change (resource update notifications)."""

@@ -17,7 +17,7 @@ import fcntl
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -241,6 +241,8 @@ class MemoryStore:
         self._scopes: dict[ScopeKey, ScopeIndex] = {}
         self._opening = anyio.Lock()
         self._lock_file: IO[bytes] | None = None
+        self.on_open: Callable[[ScopeIndex], Awaitable[None]] | None = None
+        """Runs on each persisted scope as it opens, before anyone reads it (the service applies retention)."""
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -306,6 +308,8 @@ class MemoryStore:
                 raise
             except (OSError, ValueError, KeyError) as exc:
                 raise MemoryStoreError(f"memory scope could not be read: {type(exc).__name__}") from exc
+            if persisted and self.on_open is not None:
+                await self.on_open(index)
             self._scopes[key] = index
             return index
 

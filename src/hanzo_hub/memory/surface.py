@@ -4,12 +4,13 @@ The hub decides who is asking: ``scope_of(ctx)`` returns the caller's ``MemorySc
 project from the client's MCP roots or an explicit id, and the MCP session). Every tool and resource goes through
 it, and the service can only address the scopes it returns, so no answer can contain another user's or project's
 memories. Tools: ``remember``, ``recall``, ``list_memories``, ``update_memory``, ``forget``, ``export_memories``,
-``import_memories``. Resources: ``memory://{tier}/entries`` (a scope listing) and
+``import_memories``, ``consolidate``. Resources: ``memory://{tier}/entries`` (a scope listing) and
 ``memory://{tier}/entries/{memory_id}``, with update notifications when they change.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from collections.abc import Awaitable, Callable, Sequence
@@ -21,6 +22,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from pydantic import BaseModel, Field
 
 from hanzo_hub.errors import HubError
+from hanzo_hub.memory.consolidate import Consolidator
 from hanzo_hub.memory.models import TIERS, MemoryEntry, MemoryScope, Tier
 from hanzo_hub.memory.service import MemoryFilter, MemoryService
 from hanzo_hub.memory.summarize import SessionSummarizer
@@ -87,6 +89,17 @@ class ExportResult(BaseModel):
     jsonl: str
 
 
+class ConsolidateResult(BaseModel):
+    """What a consolidation pass over the caller's scopes did: ids per step, and the steps it skipped and why."""
+
+    superseded: list[str]
+    promoted: list[str]
+    generalized: list[str]
+    decayed: list[str]
+    deleted: list[str]
+    skipped: list[str]
+
+
 def entries_uri(tier: str) -> str:
     """The listing resource of the caller's ``tier``."""
     return f"memory://{tier}/entries"
@@ -137,6 +150,7 @@ def build_memory_server(
     *,
     name: str = "memory",
     summarizer: SessionSummarizer | None = None,
+    consolidator: Consolidator | None = None,
     lifespan: Any = None,
 ) -> MCPServer:
     """An ``MCPServer`` exposing ``service`` to callers scoped by ``scope_of`` (``lifespan`` runs around it)."""
@@ -144,6 +158,7 @@ def build_memory_server(
     mcp: MCPServer = MCPServer(name, instructions="Long-term memory: remember facts, recall them later.", **extra)
     summarize = summarizer or SessionSummarizer(service)
     _register_write_tools(mcp, service, scope_of, summarize)
+    _register_consolidate(mcp, consolidator or Consolidator(service), scope_of)
     _register_read_tools(mcp, service, scope_of)
     _register_resources(mcp, service, scope_of)
     return mcp
@@ -198,6 +213,18 @@ def _register_write_tools(
         entries = await service.import_jsonl(scope, jsonl, tier=_tiers(tier)[0] if tier else None)
         await _notify(ctx, [(e.tier, e.id) for e in entries])
         return MemoriesResult(memories=[MemoryView.of(e) for e in entries], total=len(entries))
+
+
+def _register_consolidate(mcp: MCPServer, consolidator: Consolidator, scope_of: ScopeProvider) -> None:
+    @mcp.tool(
+        description="Tidy your memories now (the hub also does it on a schedule): merge near-duplicates (the older "
+        "is kept, marked superseded), promote often-read session memories to the project, decay and delete "
+        "long-unused ones."
+    )
+    @_anticipated(ToolError)
+    async def consolidate(ctx: Context[Any, Any]) -> ConsolidateResult:
+        report = await consolidator.run(await scope_of(ctx))
+        return ConsolidateResult(**dataclasses.asdict(report))
 
 
 def _register_read_tools(mcp: MCPServer, service: MemoryService, scope_of: ScopeProvider) -> None:
