@@ -48,8 +48,8 @@ from hanzo_hub.hub.launch import load_secrets, server_sandboxes
 from hanzo_hub.hub.llm_mount import LLM_SERVER, build_llm_server
 from hanzo_hub.hub.llm_runtime import LlmRuntime, wants_llm
 from hanzo_hub.hub.login_prompt import LOGIN_TOOL, LoginPrompt, mend_key
-from hanzo_hub.hub.memory_mount import MEMORY_SERVER, identity_meta
-from hanzo_hub.hub.memory_mount import build as build_memory
+from hanzo_hub.hub.memory_mount import MEMORY_SERVER, MemoryMount, identity_meta
+from hanzo_hub.hub.memory_mount import mount as mount_memory
 from hanzo_hub.hub.naming import expose_uri
 from hanzo_hub.hub.notify import ChangeNotifier
 from hanzo_hub.hub.project import Projects, identity_for
@@ -82,9 +82,11 @@ class Hub:
         configured, entries = configured_servers(settings, catalog, secrets)
         self.catalog_entries: Mapping[str, CatalogEntry] = entries  # those of the served catalog servers
         local: dict[str, Any] = {}
+        self.memory: MemoryMount | None = None
         if settings.memory.enabled and MEMORY_SERVER not in configured:
             configured[MEMORY_SERVER] = InprocServerSpec(target="hanzo_hub.hub.memory_mount:build")
-            local[MEMORY_SERVER] = build_memory(settings)
+            self.memory = mount_memory(settings)
+            local[MEMORY_SERVER] = self.memory.server
         self.llm = LlmRuntime(settings)
         if wants_llm(settings) and LLM_SERVER not in configured:
             # Handshake era: complete's fallback to the client's model sends a sampling request during the call.
@@ -110,7 +112,7 @@ class Hub:
             sampler=self.llm.sample,
             redact=self.guard.redact,
         )
-        self.projects = Projects()
+        self.projects = Projects(on_session_end=self.memory.session_ended if self.memory is not None else None)
         self.login_prompt = LoginPrompt(self)
         self.bridge = EraBridge()
         self._hashes: dict[str, str] = {}

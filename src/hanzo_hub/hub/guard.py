@@ -51,6 +51,7 @@ from hanzo_hub.backends.oauth import record_secrets
 from hanzo_hub.catalog.loader import CatalogEntry
 from hanzo_hub.catalog.models import ToolLimits
 from hanzo_hub.config import HubSettings, ToolPolicySpec
+from hanzo_hub.hub.connections import connection_of, session_token
 from hanzo_hub.hub.identity import Acting, acting, current_user
 from hanzo_hub.hub.llm_mount import LLM_SERVER
 from hanzo_hub.hub.memory_mount import PROJECT_KEY
@@ -375,10 +376,10 @@ class Guard:
         """Remember which session a client's call into the ``llm`` server comes from, under the id the hub stamps
         into that call for the server (``dev.hanzo-hub/session``: ``hub.project.identity_for``), for as long as
         the client's connection lives; the pipeline's calls for that client bring the stamp back (``acting_as``)."""
-        connection = getattr(getattr(ctx, "session", None), "_connection", None)
+        connection = connection_of(ctx)
         if connection is None:
             return
-        stamp = str(id(connection))
+        stamp = session_token(connection)
         if stamp in self._stamps:
             return
         try:

@@ -10,10 +10,13 @@ anything a client sent there.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
+import anyio
+import anyio.abc
 import mcp_types as types
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -23,6 +26,8 @@ from hanzo_hub.errors import MemoryStoreError
 from hanzo_hub.memory import MemoryScope, MemoryService, build_memory_server
 from hanzo_hub.memory.consolidate import Consolidator, run_periodically
 from hanzo_hub.vectors import build_embedder
+
+logger = logging.getLogger(__name__)
 
 MEMORY_SERVER = "memory"
 USER_KEY = "dev.hanzo-hub/user"
@@ -55,8 +60,40 @@ class _OpenedService:
         return getattr(self.service, name)
 
 
+class MemoryMount:
+    """The hub's memory server and what the hub tells it from outside MCP: that a client session has ended."""
+
+    def __init__(self, server: MCPServer, holder: _OpenedService, consolidator: Consolidator) -> None:
+        self.server = server
+        self.holder = holder
+        self._consolidator = consolidator
+        self.tasks: anyio.abc.TaskGroup | None = None
+        """The running server's task group (its lifespan's); ``None`` while the store is closed."""
+
+    def session_ended(self, session: str) -> None:
+        """A client connection is gone (called on the event loop): promote its session's often-read memories and
+        evict the rest of its session tier, in the background. Nothing to do while the store is closed (a closed
+        store keeps no session tier)."""
+        if self.tasks is not None:
+            self.tasks.start_soon(self._end, session)
+
+    async def _end(self, session: str) -> None:
+        try:
+            report = await self._consolidator.end_session(session)
+        except Exception:  # task boundary: a failed promotion must not take the memory server down
+            logger.exception("ending a memory session failed")
+            return
+        if report.promoted:
+            logger.info("session ended: %d session memories promoted to project memory", len(report.promoted))
+
+
 def build(settings: HubSettings) -> MCPServer:
     """The memory server for ``settings``; its store opens when a client first connects to it."""
+    return mount(settings).server
+
+
+def mount(settings: HubSettings) -> MemoryMount:
+    """The memory server for ``settings`` and its session-end hook."""
     holder = _OpenedService()
 
     async def scope_of(ctx: Context[Any, Any]) -> MemoryScope:
@@ -73,13 +110,21 @@ def build(settings: HubSettings) -> MCPServer:
         async with MemoryService.open(settings.memory, settings.memory_dir, embedder) as service:
             holder.opened(service)
             try:
-                async with run_periodically(consolidator, settings.memory.consolidate_every):
-                    yield {}
+                every = settings.memory.consolidate_every
+                async with run_periodically(consolidator, every), anyio.create_task_group() as tasks:
+                    made.tasks = tasks
+                    try:
+                        yield {}
+                    finally:
+                        made.tasks = None
+                        tasks.cancel_scope.cancel()  # the store closes next: its session tiers go with it
             finally:
                 holder.opened(None)
 
     consolidator = Consolidator(cast(MemoryService, holder))
-    return build_memory_server(cast(MemoryService, holder), scope_of, consolidator=consolidator, lifespan=lifespan)
+    server = build_memory_server(cast(MemoryService, holder), scope_of, consolidator=consolidator, lifespan=lifespan)
+    made = MemoryMount(server, holder, consolidator)
+    return made
 
 
 def identity_meta(user: str, project: str | None, session: str) -> types.RequestParamsMeta:

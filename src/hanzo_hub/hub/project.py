@@ -10,10 +10,12 @@ deprecated there): their project comes only from ``_meta["dev.hanzo-hub/project"
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import re
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 from urllib.parse import unquote, urlparse
@@ -25,6 +27,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
+from hanzo_hub.hub.connections import connection_of, session_token, when_gone
 from hanzo_hub.hub.identity import current_user
 from hanzo_hub.hub.memory_mount import PROJECT_KEY, identity_meta
 
@@ -49,11 +52,26 @@ def project_id(uri: str) -> str:
 
 
 class Projects:
-    """Per-connection cache of the project derived from each client's roots."""
+    """Per-connection cache of the project derived from each client's roots, and each connection's session id."""
 
-    def __init__(self, timeout: float = ROOTS_TIMEOUT) -> None:
+    def __init__(self, timeout: float = ROOTS_TIMEOUT, on_session_end: Callable[[str], None] | None = None) -> None:
         self.timeout = timeout
         self._cache: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictionary()
+        self._sessions: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._on_session_end = on_session_end
+
+    def session_of(self, ctx: ServerRequestContext[Any, Any] | None) -> str:
+        """The session id of the request's connection (``default`` without one); ``on_session_end`` hears of its
+        end once the connection is gone."""
+        connection = connection_of(ctx)
+        if connection is None:
+            return "default"
+        token = session_token(connection)
+        if self._on_session_end is not None and connection not in self._sessions:
+            with contextlib.suppress(TypeError):  # not weak-referenceable: its end cannot be seen
+                self._sessions.add(connection)
+                when_gone(connection, self._on_session_end)
+        return token
 
     def forget(self, connection: Any) -> None:
         """The client's roots changed: ask again on its next memory call."""
@@ -107,6 +125,5 @@ async def identity_for(
 ) -> types.RequestParamsMeta:
     """``meta`` plus who is asking, for the hub's own memory server: always the hub's view, never the client's."""
     project = await projects.project_of(ctx)
-    session = str(id(ctx.session._connection)) if ctx is not None else "default"
-    identity = identity_meta(current_user(local_user), project, session)
+    identity = identity_meta(current_user(local_user), project, projects.session_of(ctx))
     return cast(types.RequestParamsMeta, {**(meta or {}), **identity})

@@ -101,6 +101,17 @@ class Consolidator:
             report.skipped.append("generalize: no LLM configured")
         return report
 
+    async def end_session(self, session: str) -> ConsolidationReport:
+        """Client session ``session`` ended: promote its often-read memories (as a run would), then evict its
+        session tier from memory."""
+        report = ConsolidationReport()
+        for index in self.service.store.sessions_of(session):
+            try:
+                await self._promote(index, await index.with_embeddings(), report)
+            finally:
+                await self.service.store.drop_session(index.key)
+        return report
+
     async def _scope(self, index: ScopeIndex, report: ConsolidationReport) -> None:
         s = self.service.settings
         entries = await index.with_embeddings()

@@ -317,6 +317,10 @@ class MemoryStore:
         """Every scope opened so far."""
         return list(self._scopes.values())
 
+    def sessions_of(self, session: str) -> list[ScopeIndex]:
+        """The open session scopes of client session ``session`` (one per user and project it used)."""
+        return [index for key, index in self._scopes.items() if key.tier == "session" and key.session == session]
+
     async def drop_session(self, key: ScopeKey) -> None:
         """Forget a session scope (its session ended)."""
         index = self._scopes.pop(key, None)

@@ -1,0 +1,68 @@
+"""The session tier through a real hub: one random id per client connection, and the tier gone when the connection
+is (its often-read memories promoted to the project first)."""
+
+from __future__ import annotations
+
+import gc
+
+from mcp import Client
+
+from hanzo_hub.hub.core import Hub
+from hanzo_hub.hub.server import build_server
+from tests.conftest import MakeSettings, wait_until
+from tests.memory._hub import MEMORY, SERVERS, call, listed
+
+
+def session_scopes(hub: Hub) -> list[str]:
+    assert hub.memory is not None
+    service = hub.memory.holder.service
+    assert service is not None
+    return [index.key.session for index in service.store.opened() if index.key.tier == "session"]
+
+
+async def test_a_closed_connection_takes_its_session_tier_and_promotes_what_it_read_often(
+    make_settings: MakeSettings,
+) -> None:
+    settings = make_settings(SERVERS, memory=MEMORY)
+    async with Hub.open(settings) as hub:
+        server = build_server(hub)
+        async with Client(server, mode="legacy") as first:
+            await call(first, "remember", {"content": "the release train leaves on thursdays", "tier": "session"})
+            await call(first, "remember", {"content": "lunch is at noon today", "tier": "session"})
+            for _ in range(4):
+                await call(first, "recall", {"query": "when does the release train leave", "tier": "session"})
+            assert len(session_scopes(hub)) == 1
+        gc.collect()
+        await wait_until(lambda: session_scopes(hub) == [])
+        async with Client(server, mode="legacy") as second:
+            project = await call(second, "list_memories", {"tier": "project"})
+            session = await call(second, "list_memories", {"tier": "session"})
+    assert listed(project) == ["the release train leaves on thursdays"]  # read 4 times: promoted as its session ended
+    assert listed(session) == []
+
+
+async def test_every_connection_gets_a_session_of_its_own(make_settings: MakeSettings) -> None:
+    settings = make_settings(SERVERS, memory=MEMORY)
+    sources: list[str] = []
+    async with Hub.open(settings) as hub:
+        server = build_server(hub)
+        for n in range(12):
+            async with Client(server, mode="legacy") as client:
+                made = await call(client, "remember", {"content": f"note number {n}", "tier": "session"})
+                seen = await call(client, "list_memories", {"tier": "session"})
+                assert listed(seen) == [f"note number {n}"]  # never an earlier connection's session memories
+                sources.append(made["source"])
+            gc.collect()
+    assert len(set(sources)) == len(sources)
+
+
+async def test_a_stateless_request_is_its_own_session_and_leaves_nothing_behind(make_settings: MakeSettings) -> None:
+    # A 2026-07-28 client has no connection across requests: each request's session tier ends with the request.
+    settings = make_settings(SERVERS, memory=MEMORY)
+    async with Hub.open(settings) as hub, Client(build_server(hub), mode="auto") as client:
+        assert client.protocol_version == "2026-07-28"
+        made = [await call(client, "remember", {"content": f"scratch {n}", "tier": "session"}) for n in range(3)]
+        seen = await call(client, "list_memories", {"tier": "session"})
+        await wait_until(lambda: session_scopes(hub) == [])
+    assert len({m["source"] for m in made}) == 3
+    assert listed(seen) == []
