@@ -82,12 +82,12 @@ class Hub:
         configured, entries = configured_servers(settings, catalog, secrets)
         self.catalog_entries: Mapping[str, CatalogEntry] = entries  # those of the served catalog servers
         local: dict[str, Any] = {}
+        self.llm = LlmRuntime(settings)
         self.memory: MemoryMount | None = None
         if settings.memory.enabled and MEMORY_SERVER not in configured:
             configured[MEMORY_SERVER] = InprocServerSpec(target="hanzo_hub.hub.memory_mount:build")
-            self.memory = mount_memory(settings)
+            self.memory = mount_memory(settings, self.llm)
             local[MEMORY_SERVER] = self.memory.server
-        self.llm = LlmRuntime(settings)
         if wants_llm(settings) and LLM_SERVER not in configured:
             # Handshake era: complete's fallback to the client's model sends a sampling request during the call.
             configured[LLM_SERVER] = InprocServerSpec(

@@ -23,8 +23,11 @@ from mcp.server.mcpserver import Context
 
 from hanzo_hub.config import HubSettings
 from hanzo_hub.errors import MemoryStoreError
+from hanzo_hub.hub.llm_runtime import LlmRuntime
+from hanzo_hub.hub.memory_llm import RoutedGeneralizer, RoutedSummarizer
 from hanzo_hub.memory import MemoryScope, MemoryService, build_memory_server
 from hanzo_hub.memory.consolidate import Consolidator, run_periodically
+from hanzo_hub.memory.summarize import SessionSummarizer
 from hanzo_hub.vectors import build_embedder
 
 logger = logging.getLogger(__name__)
@@ -92,8 +95,9 @@ def build(settings: HubSettings) -> MCPServer:
     return mount(settings).server
 
 
-def mount(settings: HubSettings) -> MemoryMount:
-    """The memory server for ``settings`` and its session-end hook."""
+def mount(settings: HubSettings, llm: LlmRuntime | None = None) -> MemoryMount:
+    """The memory server for ``settings`` and its session-end hook; summaries and generalization go through
+    ``llm``'s router when it has a provider (else the memory layer's deterministic fallbacks)."""
     holder = _OpenedService()
 
     async def scope_of(ctx: Context[Any, Any]) -> MemoryScope:
@@ -121,8 +125,10 @@ def mount(settings: HubSettings) -> MemoryMount:
             finally:
                 holder.opened(None)
 
-    consolidator = Consolidator(cast(MemoryService, holder))
-    server = build_memory_server(cast(MemoryService, holder), scope_of, consolidator=consolidator, lifespan=lifespan)
+    service = cast(MemoryService, holder)
+    summarizer = SessionSummarizer(service, RoutedSummarizer(llm)) if llm is not None else None
+    consolidator = Consolidator(service, RoutedGeneralizer(llm) if llm is not None else None)
+    server = build_memory_server(service, scope_of, summarizer=summarizer, consolidator=consolidator, lifespan=lifespan)
     made = MemoryMount(server, holder, consolidator)
     return made
 

@@ -29,9 +29,15 @@ logger = logging.getLogger(__name__)
 
 
 class Generalizer(Protocol):
-    """An LLM hook: one general statement for a cluster of related memories."""
+    """An LLM hook: one general statement for a cluster of ``scope``'s related memories; ``None`` when no LLM
+    answered (the cluster is left as it is)."""
 
-    async def __call__(self, texts: Sequence[str]) -> str: ...
+    @property
+    def available(self) -> bool:
+        """Whether an LLM can answer now (else the step is skipped, and the report says so)."""
+        ...
+
+    async def __call__(self, texts: Sequence[str], scope: MemoryScope) -> str | None: ...
 
 
 @dataclass(slots=True)
@@ -97,9 +103,13 @@ class Consolidator:
             indexes = self.service.store.opened()
         for index in indexes:
             await self._scope(index, report)
-        if self.generalizer is None:
+        if not self._generalizing:
             report.skipped.append("generalize: no LLM configured")
         return report
+
+    @property
+    def _generalizing(self) -> bool:
+        return self.generalizer is not None and self.generalizer.available
 
     async def end_session(self, session: str) -> ConsolidationReport:
         """Client session ``session`` ended: promote its often-read memories (as a run would), then evict its
@@ -122,7 +132,7 @@ class Consolidator:
             report.superseded.extend(e.id for e in superseded)
         if index.key.tier == "session":
             await self._promote(index, entries, report)
-        elif index.key.tier == "project" and self.generalizer is not None:
+        elif index.key.tier == "project" and self._generalizing:
             await self._generalize(index, await index.with_embeddings(), report)
         plan = plan_retention(await index.with_embeddings(), self.service.clock(), s)
         if plan.decayed:
@@ -155,11 +165,13 @@ class Consolidator:
         assert self.generalizer is not None
         s = self.service.settings
         key = index.key
+        scope = MemoryScope(key.user, key.project)
         for cluster in clusters(entries, s.cluster_cosine, s.cluster_min_size):
-            text = await self.generalizer([e.content for e in cluster])
+            text = await self.generalizer([e.content for e in cluster], scope)
             if not text:
+                if "generalize: no LLM answered" not in report.skipped:
+                    report.skipped.append("generalize: no LLM answered")
                 continue
-            scope = MemoryScope(key.user, key.project)
             (entry,) = await self.service.remember(
                 scope, [text], tier="global", source=f"generalized:{key.project}", tags=("generalized",)
             )

@@ -28,9 +28,10 @@ SUMMARY_SOURCE = "summary"
 
 
 class Summarizer(Protocol):
-    """An LLM hook: returns a summary and the facts worth keeping from the given memories."""
+    """An LLM hook: a summary and the facts worth keeping from ``scope``'s memories ``texts``; ``None`` when no LLM
+    answered (none is available, or its answer was unusable): the deterministic fallback runs instead."""
 
-    async def __call__(self, texts: Sequence[str]) -> tuple[str, list[str]]: ...
+    async def __call__(self, texts: Sequence[str], scope: MemoryScope) -> tuple[str, list[str]] | None: ...
 
 
 def extract_facts(texts: Sequence[str]) -> tuple[str, list[str]]:
@@ -83,7 +84,8 @@ class SessionSummarizer:
         if not oldest:
             return None
         texts = [e.content for e in oldest]
-        summary_text, facts = await self.hook(texts) if self.hook is not None else extract_facts(texts)
+        answered = await self.hook(texts, scope) if self.hook is not None else None
+        summary_text, facts = answered if answered is not None else extract_facts(texts)
         stored = await self.service.remember(
             scope, facts, tier="project", source=f"{SUMMARY_SOURCE}:session:{scope.session}", tags=("fact",)
         )
@@ -91,4 +93,4 @@ class SessionSummarizer:
         if summary_text:
             (summary,) = await self.service.remember(scope, [summary_text], tier="session", source=SUMMARY_SOURCE)
         await index.delete([e.id for e in oldest])
-        return SummaryReport(len(oldest), stored, summary, self.hook is not None)
+        return SummaryReport(len(oldest), stored, summary, answered is not None)
