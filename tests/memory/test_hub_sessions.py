@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import gc
 
+import anyio
 from mcp import Client
 
+from hanzo_hub.backends.supervisor import State
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.server import build_server
 from tests.conftest import MakeSettings, wait_until
@@ -66,3 +68,20 @@ async def test_a_stateless_request_is_its_own_session_and_leaves_nothing_behind(
         await wait_until(lambda: session_scopes(hub) == [])
     assert len({m["source"] for m in made}) == 3
     assert listed(seen) == []
+
+
+async def test_the_memory_server_outlives_its_idle_timeout_while_a_session_keeps_memories(
+    make_settings: MakeSettings,
+) -> None:
+    settings = make_settings(SERVERS, memory=MEMORY, backends={"idle_timeout": 0.2})
+    async with Hub.open(settings) as hub:
+        server = build_server(hub)
+        memory = hub.pool.get("memory")
+        async with Client(server, mode="legacy") as client:
+            await call(client, "remember", {"content": "the build is red", "tier": "session"})
+            await anyio.sleep(1.0)  # five idle timeouts: a stop now would lose the session tier
+            assert memory.state is State.RUNNING
+            seen = await call(client, "list_memories", {"tier": "session"})
+        gc.collect()
+        await wait_until(lambda: memory.state is State.STOPPED)  # the session is gone: idle reaping applies again
+    assert listed(seen) == ["the build is red"]

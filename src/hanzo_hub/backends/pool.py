@@ -179,6 +179,7 @@ class BackendPool:
                     supervisor.in_flight == 0
                     and supervisor.state is State.RUNNING
                     and idle_for >= self._settings.idle_timeout
+                    and not supervisor.holding
                 ):
                     logger.info("stopping server %s after %.0f s idle", supervisor.name, idle_for)
                     assert self._tg is not None

@@ -4,7 +4,8 @@ Starters wait in one first-come queue, so under a storm of starts every server g
 the queue takes a free slot or evicts, and the others wait behind it (an unordered wake-up let a server lose the
 race again and again until its start timed out).
 
-The victim is the least recently used idle server (nothing in flight, nobody waiting for it) among those that have
+The victim is the least recently used idle server (nothing in flight, nobody waiting for it, no state a stop would
+lose: the hub's memory server while sessions keep memories in it) among those that have
 been idle at least as long as their last start took: evicting a server used a moment ago, to start another, and
 then starting it again costs two starts where waiting costs at most one (the ski-rental rule, which keeps the total
 within twice the best possible). When every idle server is still that fresh, the head waits until the first of
@@ -73,7 +74,7 @@ class RunningSlots:
     def _victim(self) -> tuple[Supervisor | None, float | None]:
         """The server to evict now, or ``None`` and how long until one ripens (``None``: none is idle)."""
         now = self._clock()
-        idle = [s for s in self.running if s.in_flight == 0 and s.state is State.RUNNING]
+        idle = [s for s in self.running if s.in_flight == 0 and s.state is State.RUNNING and not s.holding]
         if not idle:
             return None, None
         ripe = [s for s in idle if now - s.last_used >= s.start_cost]

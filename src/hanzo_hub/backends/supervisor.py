@@ -178,6 +178,13 @@ class Supervisor:
         return channel if self._client is not None and channel is not None and channel.open else None
 
     @property
+    def holding(self) -> bool:
+        """Whether it holds state a stop would lose (the hub's memory server while sessions keep memories in it):
+        the idle reaper and the running cap leave it running (optional hook ``holds_state``)."""
+        holds = getattr(self._hooks, "holds_state", None)
+        return bool(holds is not None and holds(self.name))
+
+    @property
     def log_path(self) -> Path:
         """Where the server's stderr goes (stdio servers)."""
         return self._context.log_dir / f"{file_key(self.name)}.log"

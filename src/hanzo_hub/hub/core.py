@@ -227,6 +227,11 @@ class Hub:
 
     # -- hooks for supervisors ----------------------------------------------------------------------------------
 
+    def holds_state(self, server: str) -> bool:
+        """Whether ``server`` holds what a stop would lose: the memory server while sessions keep memories in it
+        (the session tier lives in process); the idle reaper and the running cap leave such a server running."""
+        return server == MEMORY_SERVER and self.memory is not None and self.memory.holds_sessions()
+
     async def prepare_start(self, server: str) -> None:
         """Before a catalog server starts: build its environment if it is missing (``catalog.install_on_start``).
 

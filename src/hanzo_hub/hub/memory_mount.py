@@ -73,6 +73,11 @@ class MemoryMount:
         self.tasks: anyio.abc.TaskGroup | None = None
         """The running server's task group (its lifespan's); ``None`` while the store is closed."""
 
+    def holds_sessions(self) -> bool:
+        """Whether live sessions keep memories in the running server (a stop would lose them)."""
+        service = self.holder.service
+        return service is not None and service.store.holds_sessions()
+
     def session_ended(self, session: str) -> None:
         """A client connection is gone (called on the event loop): promote its session's often-read memories and
         evict the rest of its session tier, in the background. Nothing to do while the store is closed (a closed

@@ -317,6 +317,10 @@ class MemoryStore:
         """Every scope opened so far."""
         return list(self._scopes.values())
 
+    def holds_sessions(self) -> bool:
+        """Whether any session tier holds memories (they live in this process only)."""
+        return any(key.tier == "session" and index.entries for key, index in self._scopes.items())
+
     def sessions_of(self, session: str) -> list[ScopeIndex]:
         """The open session scopes of client session ``session`` (one per user and project it used)."""
         return [index for key, index in self._scopes.items() if key.tier == "session" and key.session == session]
