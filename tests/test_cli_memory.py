@@ -121,3 +121,27 @@ def test_bad_import_lines_are_refused_and_nothing_is_added(
     assert capsys.readouterr().out == ""
     assert main(_cli(config, home, "import", str(tmp_path / "missing.jsonl"))) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_consolidate_supersedes_a_changed_fact_in_the_named_scope_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"mcpServers": {}, "memory": {"embedder": "fake", "duplicate_cosine": 0.8}}))
+    home = tmp_path / "home"
+    for project in ("p1", "p2"):
+        for port in (5432, 5433):  # the later import is the newer fact
+            source = tmp_path / f"{project}-{port}.jsonl"
+            source.write_text(json.dumps({"content": f"the staging database runs on port {port}"}) + "\n")
+            assert main(_cli(config, home, "import", str(source), "--user", "ana", "--project", project)) == 0
+    capsys.readouterr()
+    assert main(_cli(config, home, "consolidate", "--user", "ana", "--project", "p1", "--json")) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["user"], report["project"], len(report["superseded"])) == ("ana", "p1", 1)
+    assert "generalize: no LLM configured" in report["skipped"]
+    assert main(_cli(config, home, "consolidate", "--user", "ana", "--project", "p1")) == 0
+    assert "consolidated ana/p1: 0 superseded" in capsys.readouterr().out  # done already
+    for project, superseded in (("p1", 1), ("p2", 0)):
+        assert main(_cli(config, home, "export", "--user", "ana", "--project", project)) == 0
+        rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert sum(row.get("superseded_by") is not None for row in rows) == superseded

@@ -1,4 +1,4 @@
-"""``hanzo-hub memory``: recall, export and import memories from the command line.
+"""``hanzo-hub memory``: recall, export, import and consolidate memories from the command line.
 
 The store is the hub's own (``<home>/memory`` or ``memory.path``), opened the way the hub opens it, so the hub must
 not be running on the same store (its lock says so, and the command exits 2 with that message). The scope is the
@@ -10,6 +10,7 @@ hub derives from a project folder given to it as an MCP root (``--project-root``
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from hanzo_hub.errors import MemoryStoreError
 from hanzo_hub.hub.memory_mount import DEFAULT_PROJECT
 from hanzo_hub.hub.project import project_id
 from hanzo_hub.memory import MemoryScope, MemoryService
+from hanzo_hub.memory.consolidate import Consolidator
 from hanzo_hub.memory.models import Tier
 from hanzo_hub.vectors import build_embedder
 
@@ -41,7 +43,9 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     which.add_argument("--project-root", type=Path, help="a project folder, as a client would give it as a root")
     scope.add_argument("--tier", choices=PERSISTED, action="append", help="only this tier (repeatable)")
 
-    memory = commands.add_parser("memory", help="recall, export and import memories (with the hub stopped)")
+    memory = commands.add_parser(
+        "memory", help="recall, export, import and consolidate memories (with the hub stopped)"
+    )
     sub = memory.add_subparsers(dest="memory_command", required=True)
     recall = sub.add_parser("recall", parents=[common, scope], help="the memories recall would return for a query")
     recall.add_argument("query")
@@ -51,6 +55,12 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     export.add_argument("--output", type=Path, help="write here instead of standard output")
     imp = sub.add_parser("import", parents=[common, scope], help="add memories from JSON Lines (re-embedded)")
     imp.add_argument("file", help="a JSON Lines file, or - for standard input")
+    tidy = sub.add_parser(
+        "consolidate",
+        parents=[common, scope],
+        help="merge near-duplicates, decay and delete long-unused memories of the scope now",
+    )
+    tidy.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 def scope_of(args: argparse.Namespace, settings: HubSettings) -> MemoryScope:
@@ -88,6 +98,8 @@ async def _run(
     async with MemoryService.open(settings.memory, settings.memory_dir, embedder) as service:
         if args.memory_command == "recall":
             return await _recall(service, scope, tiers, args)
+        if args.memory_command == "consolidate":
+            return await _consolidate(service, scope, args)
         if args.memory_command == "export":
             body = await service.export(scope, tiers)
             if args.output is None:
@@ -100,6 +112,20 @@ async def _run(
         added = await service.import_jsonl(scope, text or "", tier=tier)
         print(f"imported {len(added)} memories into {scope.user}/{scope.project}")
         return 0
+
+
+async def _consolidate(service: MemoryService, scope: MemoryScope, args: argparse.Namespace) -> int:
+    """One consolidation pass over the scope's persisted tiers (no LLM here: generalizing is skipped)."""
+    report = await Consolidator(service).run(scope)
+    done = dataclasses.asdict(report)
+    if args.json:
+        print(json.dumps({"user": scope.user, "project": scope.project, **done}))
+        return 0
+    counts = ", ".join(f"{len(ids)} {step}" for step, ids in done.items() if step != "skipped")
+    print(f"consolidated {scope.user}/{scope.project}: {counts}")
+    for reason in report.skipped:
+        print(f"  skipped {reason}")
+    return 0
 
 
 async def _recall(service: MemoryService, scope: MemoryScope, tiers: tuple[Tier, ...], args: argparse.Namespace) -> int:
