@@ -85,3 +85,16 @@ async def test_the_memory_server_outlives_its_idle_timeout_while_a_session_keeps
         gc.collect()
         await wait_until(lambda: memory.state is State.STOPPED)  # the session is gone: idle reaping applies again
     assert listed(seen) == ["the build is red"]
+
+
+async def test_sessions_still_open_when_the_hub_stops_promote_what_they_read_often(make_settings: MakeSettings) -> None:
+    # A stdio client's session ends as the hub does: the stopping memory server promotes before its store closes.
+    settings = make_settings(SERVERS, memory=MEMORY)
+    async with Hub.open(settings) as hub, Client(build_server(hub), mode="legacy") as client:
+        await call(client, "remember", {"content": "the on-call phone is in drawer two", "tier": "session"})
+        for _ in range(4):
+            await call(client, "recall", {"query": "where is the on-call phone", "tier": "session"})
+        await hub.pool.get("memory").stop()  # the store closes with the session still open
+        assert hub.pool.get("memory").state is State.STOPPED
+        project = await call(client, "list_memories", {"tier": "project"})  # the server starts again
+    assert listed(project) == ["the on-call phone is in drawer two"]

@@ -37,6 +37,8 @@ USER_KEY = "dev.hanzo-hub/user"
 PROJECT_KEY = "dev.hanzo-hub/project"
 SESSION_KEY = "dev.hanzo-hub/session"
 DEFAULT_PROJECT = "default"
+SHUTDOWN_PROMOTION_TIMEOUT = 10.0
+"""Seconds the stopping memory server spends promoting its sessions' often-read memories."""
 
 
 class _OpenedService:
@@ -85,6 +87,14 @@ class MemoryMount:
         if self.tasks is not None:
             self.tasks.start_soon(self._end, session)
 
+    async def end_all_sessions(self) -> None:
+        """End every session the store still holds (the server is stopping)."""
+        service = self.holder.service
+        if service is None:
+            return
+        for session in service.store.session_ids():
+            await self._end(session)
+
     async def _end(self, session: str) -> None:
         try:
             report = await self._consolidator.end_session(session)
@@ -126,7 +136,11 @@ def mount(settings: HubSettings, llm: LlmRuntime | None = None) -> MemoryMount:
                         yield {}
                     finally:
                         made.tasks = None
-                        tasks.cancel_scope.cancel()  # the store closes next: its session tiers go with it
+                        tasks.cancel_scope.cancel()
+                        # Every session ends with the store: promote what they read often before it closes (a
+                        # stdio client's session ends as the hub does). Shielded and bounded, like any shutdown step.
+                        with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_PROMOTION_TIMEOUT):
+                            await made.end_all_sessions()
             finally:
                 holder.opened(None)
 

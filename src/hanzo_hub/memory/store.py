@@ -321,6 +321,10 @@ class MemoryStore:
         """Whether any session tier holds memories (they live in this process only)."""
         return any(key.tier == "session" and index.entries for key, index in self._scopes.items())
 
+    def session_ids(self) -> list[str]:
+        """The client sessions with an open session tier."""
+        return sorted({key.session for key in self._scopes if key.tier == "session"})
+
     def sessions_of(self, session: str) -> list[ScopeIndex]:
         """The open session scopes of client session ``session`` (one per user and project it used)."""
         return [index for key, index in self._scopes.items() if key.tier == "session" and key.session == session]
