@@ -9,6 +9,7 @@ from typing import Any
 import mcp_types as types
 from mcp import Client
 
+from hanzo_hub.hub.core import Hub
 from tests.conftest import inproc
 
 MEMORY = {"enabled": True, "embedder": "fake", "store": "chroma"}
@@ -101,3 +102,11 @@ def roots_callback(uri: str) -> Any:
         return types.ListRootsResult(roots=[types.Root(uri=uri, name="workspace")])
 
     return answer
+
+
+def session_scopes(hub: Hub) -> list[str]:
+    """The client sessions whose session tier the hub's memory server holds open."""
+    assert hub.memory is not None
+    service = hub.memory.holder.service
+    assert service is not None
+    return [index.key.session for index in service.store.opened() if index.key.tier == "session"]

@@ -12,14 +12,7 @@ from hanzo_hub.backends.supervisor import State
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.server import build_server
 from tests.conftest import MakeSettings, wait_until
-from tests.memory._hub import MEMORY, SERVERS, call, listed
-
-
-def session_scopes(hub: Hub) -> list[str]:
-    assert hub.memory is not None
-    service = hub.memory.holder.service
-    assert service is not None
-    return [index.key.session for index in service.store.opened() if index.key.tier == "session"]
+from tests.memory._hub import MEMORY, SERVERS, call, listed, session_scopes
 
 
 async def test_a_closed_connection_takes_its_session_tier_and_promotes_what_it_read_often(
