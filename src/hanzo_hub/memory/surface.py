@@ -167,7 +167,7 @@ def build_memory_server(
 def _register_write_tools(
     mcp: MCPServer, service: MemoryService, scope_of: ScopeProvider, summarizer: SessionSummarizer
 ) -> None:
-    @mcp.tool(description="Store a memory (tier: session, project or global).")
+    @mcp.tool(description="Store a memory: tier session (until this connection ends), project (default) or global.")
     @_anticipated(ToolError)
     async def remember(
         content: str, ctx: Context[Any, Any], tier: Literal["session", "project", "global"] = "project",
