@@ -10,6 +10,7 @@ from mcp import Client
 
 from hanzo_hub.backends.supervisor import State
 from hanzo_hub.hub.core import Hub
+from hanzo_hub.hub.memory_mount import SESSION_KEY
 from hanzo_hub.hub.server import build_server
 from tests.conftest import MakeSettings, wait_until
 from tests.memory._hub import MEMORY, SERVERS, call, listed, session_scopes
@@ -91,3 +92,22 @@ async def test_sessions_still_open_when_the_hub_stops_promote_what_they_read_oft
         assert hub.pool.get("memory").state is State.STOPPED
         project = await call(client, "list_memories", {"tier": "project"})  # the server starts again
     assert listed(project) == ["the on-call phone is in drawer two"]
+
+
+async def test_a_stateless_client_may_name_its_session_and_it_ends_once_idle(make_settings: MakeSettings) -> None:
+    memory = {**MEMORY, "consolidate_every": 0.2, "session_idle_timeout": 1.0}
+    settings = make_settings(SERVERS, memory=memory)
+    named = {SESSION_KEY: "conversation-7"}
+    async with Hub.open(settings) as hub:
+        server = build_server(hub)
+        async with Client(server, mode="auto") as client:
+            await call(client, "remember", {"content": "the user wants short answers", "tier": "session"}, meta=named)
+            same = await call(client, "list_memories", {"tier": "session"}, meta=named)
+            other = await call(client, "list_memories", {"tier": "session"}, meta={SESSION_KEY: "conversation-8"})
+            unnamed = await call(client, "list_memories", {"tier": "session"})
+        async with Client(server, mode="legacy") as legacy:  # a connection is its own session: a name changes nothing
+            ignored = await call(legacy, "list_memories", {"tier": "session"}, meta=named)
+        assert "named:conversation-7" in session_scopes(hub)
+        await wait_until(lambda: "named:conversation-7" not in session_scopes(hub))  # idle past the timeout
+    assert listed(same) == ["the user wants short answers"]
+    assert listed(other) == listed(unnamed) == listed(ignored) == []

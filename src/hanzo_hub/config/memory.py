@@ -84,6 +84,12 @@ class MemorySettings(_Model):
     decay_factor: float = Field(default=0.9, gt=0, le=1)
     delete_after_days: float = Field(default=365.0, gt=0)
     consolidate_every: float = Field(default=3600.0, gt=0, description="Seconds between background runs.")
+    session_idle_timeout: float = Field(
+        default=86400.0,
+        ge=0,
+        description="A session a stateless-era client named (it has no connection to end with) ends once its "
+        "memories go unread this long, checked by the background runs; 0: never.",
+    )
     wal_checkpoint_bytes: int = Field(default=4 * 1024**2, gt=0)
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)

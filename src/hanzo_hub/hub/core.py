@@ -414,7 +414,9 @@ class Hub:
         """The ``_meta`` a call to ``server`` carries: the client's, plus who calls for the hub's own servers."""
         meta = self.relay.downstream_meta(ctx)
         if server in (MEMORY_SERVER, LLM_SERVER):
-            meta = await identity_for(self.projects, self.settings.user, meta, ctx)
+            meta = await identity_for(
+                self.projects, self.settings.user, meta, ctx, named_sessions=server == MEMORY_SERVER
+            )
             on_behalf = acting()  # the hub's own pipeline (llm chat) calling for a user
             if on_behalf is not None and ctx is None:
                 meta = {**meta, **identity_meta(on_behalf.user, on_behalf.project, on_behalf.session)}
@@ -496,7 +498,9 @@ class Hub:
         target = await self._resolve(self.registry.resolve_uri, uri)
         meta = None
         if target.server in (MEMORY_SERVER, LLM_SERVER):  # these scope reads by who is asking, like their calls
-            meta = await identity_for(self.projects, self.settings.user, None, ctx)
+            meta = await identity_for(
+                self.projects, self.settings.user, None, ctx, named_sessions=target.server == MEMORY_SERVER
+            )
 
         async def run(client: Client, raw: bool) -> types.ReadResourceResult | types.InputRequiredResult:
             if raw:

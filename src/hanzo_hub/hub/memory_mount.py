@@ -36,6 +36,8 @@ MEMORY_SERVER = "memory"
 USER_KEY = "dev.hanzo-hub/user"
 PROJECT_KEY = "dev.hanzo-hub/project"
 SESSION_KEY = "dev.hanzo-hub/session"
+NAMED_SESSION = "named:"
+"""Prefix of a session a stateless-era client named (it has no connection to end with: idle expiry ends it)."""
 DEFAULT_PROJECT = "default"
 SHUTDOWN_PROMOTION_TIMEOUT = 10.0
 """Seconds the stopping memory server spends promoting its sessions' often-read memories."""
@@ -146,7 +148,7 @@ def mount(settings: HubSettings, llm: LlmRuntime | None = None) -> MemoryMount:
 
     service = cast(MemoryService, holder)
     summarizer = SessionSummarizer(service, RoutedSummarizer(llm)) if llm is not None else None
-    consolidator = Consolidator(service, RoutedGeneralizer(llm) if llm is not None else None)
+    consolidator = Consolidator(service, RoutedGeneralizer(llm) if llm is not None else None, expiring=NAMED_SESSION)
     server = build_memory_server(service, scope_of, summarizer=summarizer, consolidator=consolidator, lifespan=lifespan)
     made = MemoryMount(server, holder, consolidator)
     return made

@@ -29,9 +29,12 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from hanzo_hub.hub.connections import connection_of, session_token, when_gone
 from hanzo_hub.hub.identity import current_user
-from hanzo_hub.hub.memory_mount import PROJECT_KEY, identity_meta
+from hanzo_hub.hub.memory_mount import NAMED_SESSION, PROJECT_KEY, SESSION_KEY, identity_meta
 
 logger = logging.getLogger(__name__)
+
+MAX_SESSION_NAME = 128
+"""Longest session name a stateless-era client may give."""
 
 ROOTS_TIMEOUT = 2.0
 """Seconds a memory call waits for the client's ``roots/list`` answer before falling back to the default project."""
@@ -60,9 +63,18 @@ class Projects:
         self._sessions: weakref.WeakSet[Any] = weakref.WeakSet()
         self._on_session_end = on_session_end
 
-    def session_of(self, ctx: ServerRequestContext[Any, Any] | None) -> str:
+    def session_of(self, ctx: ServerRequestContext[Any, Any] | None, *, named: bool = False) -> str:
         """The session id of the request's connection (``default`` without one); ``on_session_end`` hears of its
-        end once the connection is gone."""
+        end once the connection is gone.
+
+        A stateless-era request is a connection of its own. With ``named``, one that names a session in
+        ``_meta["dev.hanzo-hub/session"]`` gets that one (``named:<name>``, within its user and project): it has no
+        end to hear of, and the memory server ends it once idle (``memory.session_idle_timeout``).
+        """
+        if named and ctx is not None and ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            name = ((ctx.params or {}).get("_meta") or {}).get(SESSION_KEY)
+            if isinstance(name, str) and 0 < len(name) <= MAX_SESSION_NAME:
+                return f"{NAMED_SESSION}{name}"
         connection = connection_of(ctx)
         if connection is None:
             return "default"
@@ -122,8 +134,11 @@ async def identity_for(
     local_user: str,
     meta: types.RequestParamsMeta | None,
     ctx: ServerRequestContext[Any, Any] | None,
+    *,
+    named_sessions: bool = False,
 ) -> types.RequestParamsMeta:
-    """``meta`` plus who is asking, for the hub's own memory server: always the hub's view, never the client's."""
+    """``meta`` plus who is asking, for the hub's own servers: always the hub's view, never the client's (a
+    stateless-era client may name its memory session: ``named_sessions``, see ``Projects.session_of``)."""
     project = await projects.project_of(ctx)
-    identity = identity_meta(current_user(local_user), project, projects.session_of(ctx))
+    identity = identity_meta(current_user(local_user), project, projects.session_of(ctx, named=named_sessions))
     return cast(types.RequestParamsMeta, {**(meta or {}), **identity})

@@ -90,9 +90,14 @@ def clusters(entries: Sequence[MemoryEntry], threshold: float, min_size: int) ->
 class Consolidator:
     """Runs the consolidation steps over every opened scope, or one caller's scopes."""
 
-    def __init__(self, service: MemoryService, generalizer: Generalizer | None = None) -> None:
+    def __init__(
+        self, service: MemoryService, generalizer: Generalizer | None = None, *, expiring: str | None = None
+    ) -> None:
         self.service = service
         self.generalizer = generalizer
+        self.expiring = expiring
+        """Sessions whose id starts with this have no end but idleness: a run over every scope ends those idle
+        past ``session_idle_timeout`` (``None``: none)."""
 
     async def run(self, scope: MemoryScope | None = None) -> ConsolidationReport:
         """One consolidation pass over ``scope``'s tiers, or over every opened scope when None."""
@@ -100,6 +105,7 @@ class Consolidator:
         if scope is not None:
             indexes = list((await self.service.indexes(scope)).values())
         else:
+            await self._expire_idle_sessions(report)
             indexes = self.service.store.opened()
         for index in indexes:
             await self._scope(index, report)
@@ -111,10 +117,23 @@ class Consolidator:
     def _generalizing(self) -> bool:
         return self.generalizer is not None and self.generalizer.available
 
-    async def end_session(self, session: str) -> ConsolidationReport:
+    async def _expire_idle_sessions(self, report: ConsolidationReport) -> None:
+        timeout = self.service.settings.session_idle_timeout
+        if self.expiring is None or timeout <= 0:
+            return
+        now = self.service.clock()
+        for session in self.service.store.session_ids():
+            if not session.startswith(self.expiring):
+                continue
+            scopes = self.service.store.sessions_of(session)
+            last = max((max(e.accessed_at, e.created_at) for i in scopes for e in i.entries.values()), default=0.0)
+            if now - last >= timeout:
+                await self.end_session(session, report)
+
+    async def end_session(self, session: str, report: ConsolidationReport | None = None) -> ConsolidationReport:
         """Client session ``session`` ended: promote its often-read memories (as a run would), then evict its
         session tier from memory."""
-        report = ConsolidationReport()
+        report = report if report is not None else ConsolidationReport()
         for index in self.service.store.sessions_of(session):
             try:
                 await self._promote(index, await index.with_embeddings(), report)
