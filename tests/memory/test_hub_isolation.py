@@ -17,7 +17,7 @@ import pytest
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
-from hanzo_hub.hub.memory_mount import PROJECT_KEY
+from hanzo_hub.hub.memory_mount import PROJECT_KEY, SESSION_KEY
 from hanzo_hub.transports.auth import token_digest
 from tests.conftest import Connect, MakeSettings, serve_http_in_process
 from tests.memory._hub import (
@@ -167,3 +167,22 @@ async def test_another_users_memory_id_reaches_nothing(make_settings: MakeSettin
     assert changed.is_error
     assert forgotten["forgotten"] == []
     assert listed(still) == ["alice's door code is 4711"]
+
+
+@pytest.mark.integration
+async def test_two_users_naming_the_same_session_never_share_it(make_settings: MakeSettings) -> None:
+    """Stateless-era clients may name their session; the name lives inside each user's (and project's) scope."""
+    auth = {"tokens": [{"user": user, "sha256": token_digest(token)} for user, token in TOKENS.items()]}
+    settings = make_settings(SERVERS, memory=MEMORY, auth=auth)
+    named: dict[str, Any] = {"meta": {SESSION_KEY: "s1", PROJECT_KEY: "shared-name"}}
+    seen: dict[str, list[str]] = {}
+    async with serve_http_in_process(settings) as url:
+        for user in TOKENS:
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKENS[user]}"}, timeout=30)
+            async with http, Client(streamable_http_client(url, http_client=http), mode="auto") as client:
+                await call(client, "remember", {"content": f"{user}'s scratch note", "tier": "session"}, **named)
+                seen[user] = listed(await call(client, "list_memories", {"tier": "session"}, **named))
+                seen[user] += recalled(
+                    await call(client, "recall", {"query": "scratch note", "tier": "session"}, **named)
+                )
+    assert seen == {user: [f"{user}'s scratch note"] * 2 for user in TOKENS}
