@@ -3,11 +3,14 @@ hub's schedule (``memory.consolidate_every``), with the persistent ChromaDB stor
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import anyio
 from mcp import Client
 
+from hanzo_hub.backends.snapshot import SnapshotStore
+from hanzo_hub.backends.supervisor import State
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.memory_mount import PROJECT_KEY
 from hanzo_hub.hub.server import build_server
@@ -60,3 +63,19 @@ async def test_the_hub_consolidates_on_its_schedule(make_settings: MakeSettings)
             while await superseded() is None:  # noqa: ASYNC110 - a schedule, observed through the tools
                 await anyio.sleep(0.1)
         assert await superseded() == new["id"]
+
+
+async def test_an_older_hubs_snapshot_of_the_memory_server_does_not_hide_its_new_tools(
+    make_settings: MakeSettings,
+) -> None:
+    settings = make_settings(SERVERS, memory=MEMORY)
+    async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
+        await call(client, "list_memories", {})  # the memory server has run: its live lists are its snapshot
+    store = SnapshotStore(settings.snapshot_dir)
+    stored = store.load("memory")
+    assert stored is not None
+    store.save("memory", dataclasses.replace(stored, tools=tuple(t for t in stored.tools if t.name != "consolidate")))
+    async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert hub.pool.get("memory").state is State.STOPPED  # listed from code, nothing started or opened
+    assert "memory__consolidate" in names

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from typing import Any
 
 from mcp.server import MCPServer, Server
 
 from hanzo_hub.backends.base import ConnectContext
+from hanzo_hub.backends.listing import Listing
 from hanzo_hub.config import InprocServerSpec
 
 
@@ -28,3 +30,22 @@ def connect(spec: InprocServerSpec, context: ConnectContext) -> Any:
     if not isinstance(obj, MCPServer | Server):
         raise TypeError(f"{spec.target} is not an MCP server or a factory of one")
     return obj
+
+
+async def refreshed(server: MCPServer, stored: Listing) -> Listing | None:
+    """``stored`` with the lists ``server``'s code registers now, if they differ (``None``: nothing changed).
+
+    For the hub's own in-process servers: their lists come with the hub's code, so a snapshot an older hub wrote
+    (a memory tool added since) must not be served until the server first starts. Listing an ``MCPServer`` needs no
+    lifespan, so nothing is opened; the rest of the snapshot (server info, capabilities) is kept.
+    """
+    fresh = dataclasses.replace(
+        stored,
+        tools=tuple(await server.list_tools()),
+        resources=tuple(await server.list_resources()),
+        templates=tuple(await server.list_resource_templates()),
+        prompts=tuple(await server.list_prompts()),
+    )
+    keys = ("tools", "resources", "resourceTemplates", "prompts")
+    before, after = stored.to_json(), fresh.to_json()
+    return None if all(before[k] == after[k] for k in keys) else fresh

@@ -19,12 +19,14 @@ import anyio
 import anyio.abc
 import mcp_types as types
 from mcp import Client
+from mcp.server import MCPServer
 from mcp.server.context import ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.shared.dispatcher import ProgressFnT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from hanzo_hub.backends.base import client_capabilities
+from hanzo_hub.backends.inproc import refreshed
 from hanzo_hub.backends.listing import Listing
 from hanzo_hub.backends.metrics import BackendMetrics, PoolCollector
 from hanzo_hub.backends.oauth import OAuthStore
@@ -96,6 +98,7 @@ class Hub:
             local[LLM_SERVER] = build_llm_server(self, self.llm)
         servers = {name: spec for name, spec in configured.items() if spec.enabled}
         self.servers: Mapping[str, ServerSpec] = servers  # every enabled one: configured, cataloged, the hub's own
+        self._local = local
         self.own = frozenset(local)
         """The hub's own servers (memory, llm): a reloaded config never touches them."""
         self.registry = Registry(servers, **exposure(settings, servers, own=self.own))
@@ -153,6 +156,7 @@ class Hub:
         Meanwhile every log handler redacts the vault's secrets (a downstream's error can quote its credentials).
         """
         with redacted_logs(self.guard.redactor):
+            await self._refresh_own_snapshots()
             missing = self._load_snapshots()
             try:
                 async with self.llm.running(), self.pool, anyio.create_task_group() as tg:
@@ -194,6 +198,15 @@ class Hub:
         """Every exposed tool known from snapshots (and catalog seeds), without running anything."""
         self._load_snapshots()
         return list(self.registry.tools())
+
+    async def _refresh_own_snapshots(self) -> None:
+        """The hub's own servers' snapshots list what this hub's code registers (``backends.inproc.refreshed``)."""
+        for name, server in self._local.items():
+            stored = self.snapshots.load(name)
+            if stored is not None and isinstance(server, MCPServer):
+                fresh = await refreshed(server, stored)
+                if fresh is not None:
+                    self.snapshots.save(name, fresh)
 
     def _load_snapshots(self, names: Iterable[str] | None = None) -> list[str]:
         """Serve every server's stored lists; catalog entries never started yet get their packaged tools."""
