@@ -66,11 +66,12 @@ async def test_stdio_fast_path_answers_like_the_server(make_settings: MakeSettin
     assert f"event loop {'uvloop' if loop == 'auto' else 'asyncio'}" in text
 
 
+@pytest.mark.parametrize("era", ["legacy", "auto"])  # the downstreams' era: auto reaches 2026-07-28 with them
 async def test_sampling_and_cancellation_through_the_stdio_fast_path(
-    make_settings: MakeSettings, tmp_path: Path
+    make_settings: MakeSettings, tmp_path: Path, era: str
 ) -> None:
-    entry = {"command": sys.executable, "args": [str(CONFORMANCE), "--stdio"], "cwd": str(REPO), "protocol": "legacy"}
-    settings = make_settings({"fx": entry, "ds": stdio("ok", "ds", protocol="legacy")})
+    entry = {"command": sys.executable, "args": [str(CONFORMANCE), "--stdio"], "cwd": str(REPO), "protocol": era}
+    settings = make_settings({"fx": entry, "ds": stdio("ok", "ds", protocol=era)})
     marker = tmp_path / "cancelled.txt"
     log = tmp_path / "hub.log"
 
