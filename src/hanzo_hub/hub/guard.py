@@ -31,7 +31,6 @@ budget per pipeline turn, counted apart from the client's own turns so neither r
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import logging
 import os
@@ -51,7 +50,7 @@ from hanzo_hub.backends.oauth import record_secrets
 from hanzo_hub.catalog.loader import CatalogEntry
 from hanzo_hub.catalog.models import ToolLimits
 from hanzo_hub.config import HubSettings, ToolPolicySpec
-from hanzo_hub.hub.connections import connection_of, session_token
+from hanzo_hub.hub.connections import connection_of, session_token, when_gone
 from hanzo_hub.hub.identity import Acting, acting, current_user
 from hanzo_hub.hub.llm_mount import LLM_SERVER
 from hanzo_hub.hub.memory_mount import PROJECT_KEY
@@ -195,8 +194,7 @@ class Guard:
         self._unpoliced = ServerPolicy(False)
         self._registry = registry
         self._schemas: dict[str, tuple[object, dict[str, Any]]] = {}
-        self._sessions: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
-        self._ids = itertools.count(1)
+        self._sessions: weakref.WeakSet[Any] = weakref.WeakSet()
         self._turn_keys: dict[str, None] = {}
         self._stamps: dict[str, str | None] = {}
         """A client connection as the hub stamps it for its own servers -> its session id (``None``: stateless)."""
@@ -382,11 +380,11 @@ class Guard:
         stamp = session_token(connection)
         if stamp in self._stamps:
             return
-        try:
-            weakref.finalize(connection, self._stamps.pop, stamp, None)
-        except TypeError:  # not weak-referenceable: it could not be forgotten, so it is not remembered
-            return
         self._stamps[stamp] = session
+        when_gone(connection, self._forget_stamp)
+
+    def _forget_stamp(self, stamp: str) -> None:
+        self._stamps.pop(stamp, None)
 
     def _stamped_session(self, on_behalf: Acting) -> str | None:
         """The session a pipeline call belongs to (``None``: a stateless client's). A stamp the guard never saw
@@ -394,18 +392,15 @@ class Guard:
         return self._stamps.get(on_behalf.session, on_behalf.session)
 
     def _session(self, ctx: ServerRequestContext[Any, Any] | None) -> str:
-        """A stable id per client connection; its budgets are forgotten when the connection is gone."""
-        connection = getattr(getattr(ctx, "session", None), "_connection", None)
+        """A stable id per client connection (``hub.connections``); its budgets are forgotten when it ends."""
+        connection = connection_of(ctx)
         if connection is None:
             return "default"
-        try:
-            known = self._sessions.get(connection)
-            if known is None:
-                known = self._sessions[connection] = f"s{next(self._ids)}"
-                weakref.finalize(connection, self.engine.end_session, known)
-            return known
-        except TypeError:  # not weak-referenceable
-            return f"c{id(connection)}"
+        if connection not in self._sessions:
+            with contextlib.suppress(TypeError):  # not weak-referenceable: its end cannot be seen
+                self._sessions.add(connection)
+                when_gone(connection, self.engine.end_session)
+        return session_token(connection)
 
     def _write(self, admission: Admission, verdict: str, reason: str, arguments: Mapping[str, Any] | None) -> None:
         """Queue one audit record; it is encoded when the batch is written (allowed calls: at most a second later)."""
