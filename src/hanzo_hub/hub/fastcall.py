@@ -360,7 +360,7 @@ class RawToolCalls:
         hub = self._hub
         server, params = plan.target.server, plan.params
         supervisor = hub.pool.get(server)
-        policy_timeout, call_timeout = admission.decision.timeout, supervisor.call_timeout
+        policy_timeout, call_timeout = admission.remaining, supervisor.call_timeout
         deadline = call_timeout if policy_timeout is None else min(policy_timeout, call_timeout)
         sent = self._stamped(ctx, plan) if plan.modern else params
         with hub.relay.calling(server, ctx):

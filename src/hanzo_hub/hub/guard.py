@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import mcp_types as types
-from anyio import move_on_after
+from anyio import current_time, move_on_at
 from mcp.server.context import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -109,13 +109,23 @@ class Admission:
     """The arguments to forward: relative path arguments made absolute against the root they were checked in."""
     refusal: types.CallToolResult | None = None
     timed_out: bool = field(default=False)
+    admitted_at: float = field(default_factory=current_time)
+    """When the call was admitted (the event loop's clock): the policy's timeout counts from here."""
+
+    @property
+    def remaining(self) -> float | None:
+        """Seconds left of the policy's per-call timeout (``None``: no timeout; never below zero)."""
+        timeout = self.decision.timeout
+        return None if timeout is None else max(0.0, self.admitted_at + timeout - current_time())
 
     @contextlib.contextmanager
     def deadline(self) -> Iterator[None]:
-        """Bound the forwarded call by the policy's timeout; ``timed_out`` tells whether it expired."""
-        with move_on_after(self.decision.timeout) as scope:
+        """Bound the forwarded call by the policy's timeout, counted from admission (so a call made in legs, such
+        as a first leg and then input rounds, gets one budget in all); ``timed_out`` tells whether it expired."""
+        timeout = self.decision.timeout
+        with move_on_at(self.admitted_at + timeout if timeout is not None else float("inf")) as scope:
             yield
-        self.timed_out = scope.cancelled_caught
+        self.timed_out = self.timed_out or scope.cancelled_caught
 
 
 _Record = tuple[float, Admission, str, str, list[str] | None]
