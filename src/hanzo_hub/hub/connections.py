@@ -27,6 +27,12 @@ def connection_of(ctx: Any) -> Any | None:
     return getattr(getattr(ctx, "session", None), "_connection", None)
 
 
+def session_connection(session: Any) -> Any:
+    """The connection a request-scoped server session belongs to: its ``state`` and ``exit_stack`` outlive the
+    request. The one place the hub reads the SDK's private ``_connection`` (mcp 2.3 has no public accessor)."""
+    return session._connection
+
+
 def session_token(connection: Any) -> str:
     """The connection's session id: random, made on first use, the same for the connection's whole life."""
     try:

@@ -16,6 +16,8 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ServerEvent, ToolsListChanged
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
+from hanzo_hub.hub.connections import session_connection
+
 logger = logging.getLogger(__name__)
 
 SEND_TIMEOUT = 2.0
@@ -37,7 +39,7 @@ class ChangeNotifier:
         """Remember a handshake-era client so it hears of changes until it disconnects."""
         if protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
             return
-        connection = session._connection  # no public accessor in mcp 2.3; the session's own channel
+        connection = session_connection(session)
         known = self._sessions.pop(connection, None) is not None
         self._sessions[connection] = session
         if not known:

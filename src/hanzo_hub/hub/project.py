@@ -27,7 +27,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from hanzo_hub.hub.connections import connection_of, session_token, when_gone
+from hanzo_hub.hub.connections import connection_of, session_connection, session_token, when_gone
 from hanzo_hub.hub.identity import current_user
 from hanzo_hub.hub.memory_mount import NAMED_SESSION, PROJECT_KEY, SESSION_KEY, identity_meta
 
@@ -104,7 +104,7 @@ class Projects:
                 return None
         except Exception:  # capability introspection must never fail a memory call
             return None
-        connection = ctx.session._connection
+        connection = session_connection(ctx.session)
         if connection in self._cache:
             return self._cache[connection]
         project = await self._ask(ctx)

@@ -37,6 +37,7 @@ from mcp_types import CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 
+from hanzo_hub.hub.connections import session_connection
 from hanzo_hub.hub.identity import current_user
 from hanzo_hub.hub.notify import ChangeNotifier
 from hanzo_hub.sandbox.vault import redacted_model
@@ -117,7 +118,7 @@ class Relay:
         """A handshake-era client chose its log level (``logging/setLevel``)."""
         self.log_level = level
         if session is not None:
-            _connection(session).state[_LEVEL_KEY] = level
+            session_connection(session).state[_LEVEL_KEY] = level
 
     def downstream_meta(self, ctx: ServerRequestContext[Any, Any] | None) -> types.RequestParamsMeta | None:
         """Request ``_meta`` for a downstream call: the log level to opt in to (stateless-era downstreams).
@@ -130,7 +131,7 @@ class Relay:
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             requested = ((ctx.params or {}).get("_meta") or {}).get(LOG_LEVEL_META_KEY)
             return cast(types.RequestParamsMeta, {LOG_LEVEL_META_KEY: requested}) if requested else None
-        level = _connection(ctx.session).state.get(_LEVEL_KEY) or self.log_level or "info"
+        level = session_connection(ctx.session).state.get(_LEVEL_KEY) or self.log_level or "info"
         return cast(types.RequestParamsMeta, {LOG_LEVEL_META_KEY: level})
 
     def upstream_capabilities(self, ctx: ServerRequestContext[Any, Any] | None) -> dict[str, Any] | None:
@@ -287,7 +288,7 @@ class Relay:
         )
         for session, related in targets:
             legacy = call is None or not call.modern
-            if legacy and not _at_least(params.level, _connection(session).state.get(_LEVEL_KEY)):
+            if legacy and not _at_least(params.level, session_connection(session).state.get(_LEVEL_KEY)):
                 continue
             try:
                 with anyio.fail_after(NOTIFY_TIMEOUT):
@@ -301,7 +302,7 @@ class Relay:
         """Record a client's subscription; returns whether it is the first for that URI."""
         subscribers = self._subscribers.setdefault(exposed_uri, {})
         first = not subscribers
-        connection = _connection(session)
+        connection = session_connection(session)
         if connection not in subscribers:
             connection.exit_stack.callback(self._forget, exposed_uri, connection)
         subscribers[connection] = session
@@ -327,7 +328,7 @@ class Relay:
         subscribers = self._subscribers.get(exposed_uri)
         if subscribers is None:
             return False
-        subscribers.pop(_connection(session) if isinstance(session, ServerSession) else session, None)
+        subscribers.pop(session_connection(session) if isinstance(session, ServerSession) else session, None)
         if subscribers:
             return False
         del self._subscribers[exposed_uri]
@@ -362,11 +363,6 @@ def _at_least(level: str, threshold: str | None) -> bool:
     if threshold not in _LEVELS:
         return False
     return level in _LEVELS and _LEVELS.index(level) >= _LEVELS.index(threshold)
-
-
-def _connection(session: ServerSession) -> Any:
-    """The connection a request-scoped session belongs to (no public accessor in mcp 2.3)."""
-    return session._connection
 
 
 class Asker(Protocol):

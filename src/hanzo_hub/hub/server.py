@@ -26,6 +26,7 @@ from pydantic import BaseModel
 
 from hanzo_hub import __version__
 from hanzo_hub.errors import BackendError, HubError, PromptNotFound, ResourceNotFound, ToolNotFound
+from hanzo_hub.hub.connections import session_connection
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.fastcall import RawToolCalls
 from hanzo_hub.hub.search import (
@@ -103,7 +104,7 @@ class _Handlers:
         tools = self.search.visible(await self.hub.list_tools(), view)
         if view.mode == "all":
             return types.ListToolsResult(tools=tools)
-        promoted = promoted_of(ctx.session._connection, _stateless(ctx), self.search.shared_promoted)
+        promoted = promoted_of(session_connection(ctx.session), _stateless(ctx), self.search.shared_promoted)
         return types.ListToolsResult(tools=self.search.listed(tuple(tools), promoted))
 
     async def call_tool(
@@ -133,7 +134,7 @@ class _Handlers:
             raise MCPError(types.INVALID_PARAMS, "find_tools needs a non-empty 'query'")
         tools = tuple(await self.hub.list_tools())
         selection, chosen = await self.search.find(query, tools, profile=view.profile, ctx=ctx)
-        promoted = promoted_of(ctx.session._connection, _stateless(ctx), self.search.shared_promoted)
+        promoted = promoted_of(session_connection(ctx.session), _stateless(ctx), self.search.shared_promoted)
         if promote(promoted, {tool.name for tool in chosen}):
             # A client that cannot take the notification still gets the answer.
             with contextlib.suppress(Exception):
@@ -199,7 +200,7 @@ class _Handlers:
 
     async def roots_changed(self, ctx: Ctx, params: types.NotificationParams | None) -> None:
         """``notifications/roots/list_changed``: the client's project is looked up again on its next memory call."""
-        self.hub.projects.forget(ctx.session._connection)
+        self.hub.projects.forget(session_connection(ctx.session))
 
     def wrap(self, fn: Callable[[Ctx, Any], Awaitable[T]]) -> Callable[[Ctx, Any], Awaitable[T]]:
         async def wrapped(ctx: Ctx, params: Any) -> T:
