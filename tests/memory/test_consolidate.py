@@ -4,7 +4,7 @@ from pathlib import Path
 from typing import Any
 
 from hanzo_hub.config import MemorySettings
-from hanzo_hub.memory import MemoryScope, MemoryService
+from hanzo_hub.memory import MemoryFilter, MemoryScope, MemoryService
 from hanzo_hub.memory.consolidate import Consolidator
 from hanzo_hub.vectors.fake import HashEmbedder
 from tests.memory.conftest import Clock
@@ -81,3 +81,24 @@ async def test_retention_applies_as_a_persisted_scope_opens(clock: Clock, tmp_pa
     async with opened() as service:
         assert await service.entries(scope) == []
         assert await service.recall(scope, "office wifi name") == []
+
+
+async def test_an_expiring_session_listed_within_its_idle_timeout_stays(clock: Clock) -> None:
+    # A named (expiring) session ends once idle; a listing or a recall that finds nothing is use, even though no
+    # memory's own time changes with it.
+    settings = MemorySettings(store="memory", session_idle_timeout=86400)
+    async with MemoryService.open(settings, None, HashEmbedder(), clock) as service:
+        scope = MemoryScope("u", "p", "named:chat-1")
+        await service.remember(scope, ["the user prefers metric units"], tier="session")
+        consolidator = Consolidator(service, expiring="named:")
+        clock.advance(0.9)
+        assert [e.content for e in await service.entries(scope, MemoryFilter(tiers=("session",)))] == [
+            "the user prefers metric units"
+        ]
+        clock.advance(0.5)  # 1.4 days after the write, 0.5 after the listing
+        await consolidator.run()
+        assert service.store.session_ids() == ["named:chat-1"]
+        clock.advance(0.6)  # 1.1 days after the listing
+        await consolidator.run()
+        assert service.store.session_ids() == []
+        assert service.store.session_last_used("named:chat-1") == 0.0  # forgotten with the session

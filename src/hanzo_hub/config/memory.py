@@ -88,7 +88,7 @@ class MemorySettings(_Model):
         default=86400.0,
         ge=0,
         description="A session a stateless-era client named (it has no connection to end with) ends once its "
-        "memories go unread this long, checked by the background runs; 0: never.",
+        "memories go unused this long (no memory call names it), checked by the background runs; 0: never.",
     )
     wal_checkpoint_bytes: int = Field(default=4 * 1024**2, gt=0)
 

@@ -126,7 +126,8 @@ class Consolidator:
             if not session.startswith(self.expiring):
                 continue
             scopes = self.service.store.sessions_of(session)
-            last = max((max(e.accessed_at, e.created_at) for i in scopes for e in i.entries.values()), default=0.0)
+            written = (max(e.accessed_at, e.created_at) for i in scopes for e in i.entries.values())
+            last = max(max(written, default=0.0), self.service.store.session_last_used(session))
             if now - last >= timeout:
                 await self.end_session(session, report)
 

@@ -107,8 +107,11 @@ class MemoryService:
             await listener(key, ids)
 
     async def indexes(self, scope: MemoryScope, tiers: Iterable[Tier] = TIERS) -> dict[Tier, ScopeIndex]:
-        """The caller's own scope indexes for ``tiers``."""
-        return {tier: await self.store.scope(scope.key(tier)) for tier in tiers}
+        """The caller's own scope indexes for ``tiers`` (asking for the session tier counts as the session's use)."""
+        found = {tier: await self.store.scope(scope.key(tier)) for tier in tiers}
+        if "session" in found:
+            self.store.session_used(scope.key("session").session, self.clock())
+        return found
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Embed ``texts`` with the configured embedder."""

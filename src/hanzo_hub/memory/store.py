@@ -239,6 +239,7 @@ class MemoryStore:
         self.settings = settings
         self.root = root
         self._scopes: dict[ScopeKey, ScopeIndex] = {}
+        self._session_used: dict[str, float] = {}
         self._opening = anyio.Lock()
         self._lock_file: IO[bytes] | None = None
         self.on_open: Callable[[ScopeIndex], Awaitable[None]] | None = None
@@ -329,8 +330,19 @@ class MemoryStore:
         """The open session scopes of client session ``session`` (one per user and project it used)."""
         return [index for key, index in self._scopes.items() if key.tier == "session" and key.session == session]
 
+    def session_used(self, session: str, when: float) -> None:
+        """Client session ``session`` read or wrote its memories at ``when``: a listing or a recall that finds
+        nothing is use too, which its memories' own times do not show."""
+        self._session_used[session] = max(when, self._session_used.get(session, 0.0))
+
+    def session_last_used(self, session: str) -> float:
+        """When ``session`` last used its memories (``session_used``; 0: not since it opened)."""
+        return self._session_used.get(session, 0.0)
+
     async def drop_session(self, key: ScopeKey) -> None:
         """Forget a session scope (its session ended)."""
+        if not any(k.session == key.session for k in self._scopes if k != key and k.tier == "session"):
+            self._session_used.pop(key.session, None)
         index = self._scopes.pop(key, None)
         if index is not None:
             await index.aclose()
