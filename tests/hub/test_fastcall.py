@@ -240,20 +240,20 @@ async def test_the_policy_timeout_covers_the_first_leg_and_the_input_rounds_toge
     make_settings: MakeSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A stateless-era server answers the first leg with an input request; the rounds that follow get what is left
-    # of the call's budget, not a fresh one. Each leg alone fits the 1 s timeout; both together do not.
+    # of the call's budget, not a fresh one. Each leg alone fits the 1.5 s timeout; both together (1.6 s) do not.
     sandbox = {"keyring_service": None, "servers": {"fx": {"sandbox": "none", "tools": {"test_sampling": {}}}}}
-    sandbox["servers"]["fx"]["tools"]["test_sampling"] = {"timeout": 1.0}
+    sandbox["servers"]["fx"]["tools"]["test_sampling"] = {"timeout": 1.5}
     settings = make_settings({"fx": conformance("auto"), "other": inproc("beta")}, sandbox=sandbox)
     original = Supervisor.raw_request
     slow_first_leg = False
 
     async def delayed(self: Supervisor, *args: Any) -> Any:
         if slow_first_leg:
-            await anyio.sleep(0.6)  # a downstream slow to ask: the hub's raw leg takes 0.6 s of the budget
+            await anyio.sleep(0.8)  # a downstream slow to ask: the hub's raw leg takes 0.8 s of the budget
         return await original(self, *args)
 
     async def sampling(ctx: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
-        await anyio.sleep(0.6)
+        await anyio.sleep(0.8)
         return types.CreateMessageResult(
             role="assistant", content=types.TextContent(type="text", text="Paris"), model="test-model"
         )
@@ -268,5 +268,5 @@ async def test_the_policy_timeout_covers_the_first_leg_and_the_input_rounds_toge
         after = await client.call_tool("fx__test_simple_text", {})
     assert "Paris" in text_of(quick)  # the rounds alone fit
     assert late.is_error
-    assert "timed out after 1 s" in text_of(late)
+    assert "timed out after 1.5 s" in text_of(late)
     assert not after.is_error
