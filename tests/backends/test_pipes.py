@@ -26,9 +26,9 @@ async def _wire() -> AsyncIterator[Launch]:
     yield Launch(sys.executable, ["-m", "tests.fixtures.wire"], cwd=str(REPO))
 
 
-def _transport(tmp_path: Path) -> tuple[PipeTransport, RawChannel]:
+def _transport(tmp_path: Path, **options: int) -> tuple[PipeTransport, RawChannel]:
     channel = RawChannel()
-    transport = PipeTransport(_wire, tmp_path / "logs" / "wire.log")
+    transport = PipeTransport(_wire, tmp_path / "logs" / "wire.log", **options)
     transport.bind(channel)
     return transport, channel
 
@@ -102,6 +102,37 @@ async def test_frames_larger_than_64_kib_reach_the_channel_and_the_session(tmp_p
     assert isinstance(note, types.JSONRPCNotification)
     assert note.params is not None
     assert note.params["data"] == "y" * 200_000
+
+
+@pytest.mark.parametrize("size", [5_000, 300_000])  # within one read of the pipe, and over many
+async def test_an_answer_over_the_message_cap_is_an_error_and_the_next_one_arrives(
+    tmp_path: Path, size: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    cap = size // 3
+    transport, channel = _transport(tmp_path, max_message_bytes=cap)
+    async with transport:
+        with anyio.fail_after(10):
+            with pytest.raises(MCPError) as caught:
+                await channel.request("big", {"size": size})
+            assert caught.value.error.code == types.INTERNAL_ERROR
+            assert f"server 'wire' answered with more than {cap} bytes" in caught.value.error.message
+            assert await channel.request("big", {"size": cap // 2}) == {"text": "x" * (cap // 2)}
+            assert await channel.request("split", {"n": 1}) == {"echo": {"n": 1}}
+    assert any("was over" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_notification_over_the_message_cap_is_dropped_and_the_answer_after_it_arrives(
+    tmp_path: Path,
+) -> None:
+    transport, channel = _transport(tmp_path, max_message_bytes=100_000)
+    async with transport as (read, _write):
+        with anyio.fail_after(10):
+            assert await channel.request("notify_big", {"size": 200_000}) == {"echo": {"size": 200_000}}
+            assert await channel.request("two", {"k": "v"}) == {"echo": {"k": "v"}}
+            note = await _next_message(read)  # the big notification never reached the session; this one did
+    assert isinstance(note, types.JSONRPCNotification)
+    assert note.params is not None
+    assert note.params["data"] == "after"
 
 
 async def test_a_garbage_line_reaches_the_session_as_an_error_and_the_answer_still_arrives(tmp_path: Path) -> None:

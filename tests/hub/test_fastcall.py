@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters
 
 from hanzo_hub.backends.supervisor import Supervisor
 from hanzo_hub.hub.core import Hub
@@ -270,3 +270,26 @@ async def test_the_policy_timeout_covers_the_first_leg_and_the_input_rounds_toge
     assert late.is_error
     assert "timed out after 1.5 s" in text_of(late)
     assert not after.is_error
+
+
+@ERAS
+async def test_an_answer_over_the_message_cap_is_an_error_and_the_server_keeps_serving(
+    make_settings: MakeSettings, era: str
+) -> None:
+    # backends.max_message_bytes: an answer too long to take is dropped as it streams in, and the call gets an error
+    # at once instead of waiting out its timeout (or the hub holding the whole line in memory).
+    entry = stdio("ok", "ds", protocol=era)
+    settings = make_settings({"ds": entry, "other": inproc("beta")}, backends={"max_message_bytes": 64 * 1024})
+    async with hub_client(settings) as (client, _fast):
+        pid = text_of(await client.call_tool("ds__pid", {}))
+        with anyio.fail_after(10):
+            try:
+                big = await client.call_tool("ds__echo", {"text": "x" * 100_000})
+                message = text_of(big)
+                assert big.is_error
+            except MCPError as exc:  # a JSON-RPC error where the downstream's answer was one
+                message = exc.error.message
+        assert "server 'ds' answered with more than 65536 bytes" in message
+        small = await client.call_tool("ds__echo", {"text": "x" * 30_000})
+        assert text_of(small) == "x" * 30_000
+        assert text_of(await client.call_tool("ds__pid", {})) == pid  # the same process: nothing restarted

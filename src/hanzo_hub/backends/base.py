@@ -51,6 +51,8 @@ class ConnectContext:
     """A stdio server's stderr log is rotated at this size (0: never)."""
     log_backups: int = 2
     """Rotated stderr logs kept."""
+    max_message_bytes: int = 64 * 1024**2
+    """A stdio server's message longer than this is dropped, a request it answered gets an error (0: no cap)."""
     oauth: Any = None
     """A ``backends.oauth.OAuthStore``: the OAuth logins of remote servers (``None``: remote servers get no OAuth)."""
     learn_secret: Callable[[str, str], None] | None = None

@@ -15,9 +15,12 @@ caller's file (read here and written line by line, with secrets replaced and the
 bounded and shielded: stop reading into the session, flush, close stdin, wait ``PROCESS_TERMINATION_TIMEOUT``,
 SIGTERM then SIGKILL the process group, wait ``FLUSH_TIMEOUT`` for stderr's last bytes, close the transport.
 
-One thing the SDK does not do: on Linux the server is started with a parent-death signal (``prctl(PR_SET_PDEATHSIG,
-SIGTERM)``), so a hub that dies without cleaning up (SIGKILL, the OOM killer) takes its servers with it, even those
-that ignore their stdin closing. bubblewrap's ``--die-with-parent`` does the same for sandboxed servers.
+Two things the SDK does not do. A message longer than ``max_message_bytes`` (``backends.max_message_bytes``) is
+skipped as it streams in, never held whole; when its first bytes show it answered a request, that request gets a
+JSON-RPC error at once (``_refusal``), and the stream goes on at the next line. And on Linux the server is started
+with a parent-death signal (``prctl(PR_SET_PDEATHSIG, SIGTERM)``), so a hub that dies without cleaning up (SIGKILL,
+the OOM killer) takes its servers with it, even those that ignore their stdin closing. bubblewrap's
+``--die-with-parent`` does the same for sandboxed servers.
 """
 
 from __future__ import annotations
@@ -26,9 +29,11 @@ import asyncio
 import contextlib
 import ctypes
 import functools
+import json
 import logging
 import math
 import os
+import re
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -61,6 +66,11 @@ FLUSH_TIMEOUT = 0.5
 READ_AHEAD = 32
 """Frames queued for the session before the hub stops reading the server's stdout (until the session catches up)."""
 _POLL = 0.01
+MAX_MESSAGE_BYTES = 64 * 1024**2
+"""The default cap on one message from a server's stdout (``backends.max_message_bytes``)."""
+_HEAD = 4096
+"""How much of an oversized message is kept to find out what it answered."""
+_ID = re.compile(rb'"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)')
 
 
 PR_SET_PDEATHSIG = 1
@@ -104,12 +114,41 @@ _Item = SessionMessage | Exception | Callable[[], None]
 """A queued frame for the session, or a raw-channel answer to wake once the session has read what came before."""
 
 
+def _refusal(head: bytes, limit: int, server: str) -> bytes | None:
+    """For a message dropped for its size (``head``: its first bytes): an error answer to the request it answered, or
+    ``None`` when it answered none that can be told (a request or notification of the server's own)."""
+    found = _ID.search(head)
+    result = min((i for i in (head.find(b'"result"'), head.find(b'"error"')) if i >= 0), default=-1)
+    method = head.find(b'"method"')
+    if found is None or result < 0 or 0 <= method < result:
+        logger.error(
+            "%s: a message over %d bytes was dropped (backends.max_message_bytes): %.200r", server, limit, head
+        )
+        return None
+    request_id = json.loads(found.group(1))
+    logger.error("%s: its answer to request %r was over %d bytes and was dropped", server, request_id, limit)
+    message = (
+        f"server {server!r} answered with more than {limit} bytes (backends.max_message_bytes); the hub dropped it"
+    )
+    error = {"jsonrpc": "2.0", "id": request_id, "error": {"code": types.INTERNAL_ERROR, "message": message}}
+    return json.dumps(error).encode()
+
+
 class _Wire(asyncio.SubprocessProtocol):
     """The subprocess protocol: splits stdout into frames and routes each one (see the module docstring)."""
 
-    def __init__(self, channel: RawChannel | None, queue: MemoryObjectSendStream[_Item]) -> None:
+    def __init__(
+        self,
+        channel: RawChannel | None,
+        queue: MemoryObjectSendStream[_Item],
+        max_bytes: int = MAX_MESSAGE_BYTES,
+        server: str = "server",
+    ) -> None:
         self.channel = channel
+        self.server = server
         self.queue = queue
+        self.max_bytes = max_bytes
+        """A message longer than this is dropped (0: no cap); a request it answered gets an error instead."""
         self.queued = 0
         """Items sent to the session's queue that its reader has not taken yet (cheaper than the stream's statistics;
         it also counts an item handed straight to a waiting reader that has not run yet)."""
@@ -122,6 +161,9 @@ class _Wire(asyncio.SubprocessProtocol):
         self.stderr_closed = asyncio.Event()
         self.discard = False  # shutting down: frames are read (so the server can flush) and dropped
         self._parts: list[bytes] = []
+        self._size = 0
+        self._dropping: bytes | None = None
+        """The head of an oversized message being skipped up to its newline (``None``: none)."""
         self._paused_reading = False
         self._paused_writing = False
         self._drain_waiters: list[asyncio.Future[None]] = []
@@ -139,20 +181,23 @@ class _Wire(asyncio.SubprocessProtocol):
         start = 0
         end = data.find(b"\n")
         if end < 0:
-            self._parts.append(data)
+            self._partial(data)
             return
-        if self._parts:
-            self._parts.append(data[:end])
-            self._frame(b"".join(self._parts))
-            self._parts.clear()
+        if self._parts or self._dropping is not None:
+            self._partial(data[:end])
+            self._end_of_line()
             start = end + 1
             end = data.find(b"\n", start)
         while end >= 0:
-            self._frame(data[start:end])
+            if self.max_bytes and end - start > self.max_bytes:
+                self._partial(data[start:end])
+                self._end_of_line()
+            else:
+                self._frame(data[start:end])
             start = end + 1
             end = data.find(b"\n", start)
         if start < len(data):
-            self._parts.append(data[start:])
+            self._partial(data[start:])
         if not self._paused_reading and self.queued >= READ_AHEAD:
             self._pause_reading(True)
 
@@ -166,8 +211,9 @@ class _Wire(asyncio.SubprocessProtocol):
             self.stderr_closed.set()
         elif fd == 1:
             if self._parts:
-                logger.debug("server stdout ended inside a line (%d bytes dropped)", sum(map(len, self._parts)))
+                logger.debug("server stdout ended inside a line (%d bytes dropped)", self._size)
                 self._parts.clear()
+            self._size, self._dropping = 0, None
             self.stdout_closed.set()
             if self.channel is not None:
                 self.channel.close()  # every fast-path request still waiting has lost its answer
@@ -184,6 +230,33 @@ class _Wire(asyncio.SubprocessProtocol):
         self._wake_writers()
 
     # -- frames -----------------------------------------------------------------------------------------------------
+
+    def _partial(self, chunk: bytes) -> None:
+        """Part of a message whose newline has not come yet; past ``max_bytes`` the rest of it is skipped."""
+        if self._dropping is not None:
+            return
+        self._size += len(chunk)
+        self._parts.append(chunk)
+        if self.max_bytes and self._size > self.max_bytes:
+            head = bytearray()
+            for part in self._parts:
+                head += part[: _HEAD - len(head)]
+                if len(head) >= _HEAD:
+                    break
+            self._dropping = bytes(head)
+            self._parts.clear()
+
+    def _end_of_line(self) -> None:
+        if self._dropping is None:
+            frame = b"".join(self._parts)
+            self._parts.clear()
+            self._size = 0
+            self._frame(frame)
+            return
+        head, self._dropping, self._size = self._dropping, None, 0
+        answer = _refusal(head, self.max_bytes, self.server)
+        if answer is not None:
+            self._frame(answer)
 
     def _frame(self, frame: bytes) -> None:
         if self.discard or not frame.strip():
@@ -348,13 +421,19 @@ class PipeTransport:
         *,
         log_max_bytes: int = 0,
         log_backups: int = 2,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+        name: str | None = None,
     ) -> None:
         self.launch = launch
+        self.name = name or log_path.stem
+        """The server's name in errors and logs."""
         self.log_path = log_path
         self.redact = redact
         """Applied to each stderr line before it reaches ``log_path`` (``None``: written as it came)."""
         self.log_max_bytes = log_max_bytes
         self.log_backups = log_backups
+        self.max_message_bytes = max_message_bytes
+        """A message on stdout longer than this is dropped (0: no cap); see :class:`_Wire`."""
         self.channel: RawChannel | None = None
         self.pid: int | None = None
         """The server's process id once it runs (its process group's too)."""
@@ -391,7 +470,7 @@ async def _spawned(launch: Launch, log: LineLog, spec: PipeTransport) -> AsyncIt
     channel = spec.channel
     loop = asyncio.get_running_loop()
     send, receive = anyio.create_memory_object_stream[_Item](math.inf)
-    wire = _Wire(channel, send)
+    wire = _Wire(channel, send, spec.max_message_bytes, spec.name)
     wire.stderr = log
     env = get_default_environment() | dict(launch.env or {})
     transport, _ = await loop.subprocess_exec(

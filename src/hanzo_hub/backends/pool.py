@@ -97,6 +97,7 @@ class BackendPool:
             redact=self._redact,
             log_max_bytes=self._settings.log_max_bytes,
             log_backups=self._settings.log_backups,
+            max_message_bytes=self._settings.max_message_bytes,
             oauth=self._oauth,
             learn_secret=self._learn_secret,
         )

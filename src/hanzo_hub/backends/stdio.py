@@ -39,6 +39,8 @@ def connect(spec: StdioServerSpec, context: ConnectContext) -> AbstractAsyncCont
             context.redact,
             log_max_bytes=context.log_max_bytes,
             log_backups=context.log_backups,
+            max_message_bytes=context.max_message_bytes,
+            name=context.server,
         )
     return _sdk_spawn(spec, context)
 

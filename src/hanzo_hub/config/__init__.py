@@ -139,6 +139,12 @@ class BackendSettings(_Model):
         description="Rotate a stdio server's stderr log (logs/<server>.log) at this size; 0=never.",
     )
     log_backups: int = Field(default=2, ge=0, description="Rotated stderr logs kept per server (<server>.log.1, ...).")
+    max_message_bytes: int = Field(
+        default=64 * 1024**2,
+        ge=0,
+        description="A stdio server's message (one line on its stdout) longer than this is dropped, and the request "
+        "it answered gets an error instead of waiting out its timeout; 0=no cap.",
+    )
     watch_config: float = Field(
         default=2.0, ge=0, description="Seconds between checks of the config file for changed servers; 0=never."
     )
