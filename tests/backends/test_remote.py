@@ -5,9 +5,10 @@ from __future__ import annotations
 import socket
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.server import build_server
@@ -72,3 +73,58 @@ async def test_an_unreachable_remote_server_fails_alone(make_settings: MakeSetti
     assert all(name.startswith("web__") for name in names)
     assert text_of(still) == "fine"
     assert hub.pool.get("gone").last_error is not None
+
+
+def _remotes(http_port: int, sse_port: int) -> dict[str, Any]:
+    """The streamable HTTP fixture in both eras (answers as server-sent events, and as JSON bodies) and legacy SSE."""
+    url = f"http://127.0.0.1:{http_port}/mcp"
+    return {
+        "events": {"type": "http", "url": url, "protocol": "legacy"},
+        "bodies": {"type": "http", "url": url, "protocol": "auto"},
+        "old": {"type": "sse", "url": f"http://127.0.0.1:{sse_port}/sse"},
+    }
+
+
+async def _answer(client: Client, tool: str, text: str) -> tuple[bool, str]:
+    """Whether the call failed, and its text or error message."""
+    try:
+        result = await client.call_tool(tool, {"text": text})
+    except MCPError as exc:
+        return True, exc.error.message
+    return bool(result.is_error), text_of(result)
+
+
+async def test_answers_over_a_mebibyte_come_through_every_remote_transport(
+    make_settings: MakeSettings, http_port: int, sse_port: int
+) -> None:
+    # The SDK caps one server-sent event at 1 MiB by default: a 2 MB tool result used to fail as a lost connection.
+    servers = _remotes(http_port, sse_port)
+    roomy = {"sandbox": "none", "defaults": {"max_result_bytes": 8_000_000}}
+    sandbox = {"keyring_service": None, "servers": dict.fromkeys(servers, roomy)}
+    settings = make_settings(servers, sandbox=sandbox)
+    big = "x" * 2_000_000
+    async with Hub.open(settings) as hub, Client(build_server(hub), mode="legacy") as client:
+        answers = {name: await _answer(client, f"{name}__echo", big) for name in servers}
+    assert answers == dict.fromkeys(servers, (False, big))
+    assert all(hub.pool.get(name).starts == 1 for name in servers)
+
+
+async def test_an_answer_over_the_message_cap_fails_alone_and_the_server_keeps_serving(
+    make_settings: MakeSettings, http_port: int, sse_port: int
+) -> None:
+    servers = _remotes(http_port, sse_port)
+    settings = make_settings(servers, backends={"max_message_bytes": 256 * 1024})
+    async with Hub.open(settings) as hub, Client(build_server(hub), mode="legacy") as client:
+        over = {name: await _answer(client, f"{name}__echo", "x" * 400_000) for name in servers}
+        after = {name: await _answer(client, f"{name}__echo", "small") for name in servers}
+        starts = {name: hub.pool.get(name).starts for name in servers}
+    assert all(failed for failed, _ in over.values())
+    # An event stream of its own, or a JSON body: the one answer fails with the reason, the connection stays.
+    assert "broke off its answer" in over["events"][1]
+    assert "exceeded the 262144 byte limit" in over["events"][1]
+    assert "server 'bodies' answered with more than 262144 bytes (backends.max_message_bytes)" in over["bodies"][1]
+    assert starts["events"] == starts["bodies"] == 1
+    # Legacy SSE carries every answer on one stream, which an oversized event ends: the server is connected again.
+    assert "server 'old'" in over["old"][1]
+    assert starts["old"] == 2
+    assert after == dict.fromkeys(servers, (False, "small"))

@@ -12,10 +12,13 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import McpHttpClientFactory
 
 from hanzo_hub.backends.base import ConnectContext
+from hanzo_hub.backends.http_caps import capped_client
 from hanzo_hub.backends.oauth import authorization, unauthorized_hook
 from hanzo_hub.config import HttpServerSpec, SseServerSpec
 from hanzo_hub.sandbox.vault import expand_secrets
 
+MAX_MESSAGE_BYTES = 64 * 1024**2
+"""The default cap on one answer (``backends.max_message_bytes``)."""
 READ_TIMEOUT = 300.0
 """Idle time allowed on a server-sent event stream."""
 
@@ -25,15 +28,17 @@ def remote_headers(spec: HttpServerSpec | SseServerSpec, secrets: Mapping[str, s
     return {name: expand_secrets(value.get_secret_value(), secrets) for name, value in spec.headers.items()}
 
 
-def _client_factory(server: str, oauth: httpx2.Auth | None) -> McpHttpClientFactory:
+def _client_factory(server: str, oauth: httpx2.Auth | None, max_message_bytes: int) -> McpHttpClientFactory:
     """HTTP clients carrying the server's OAuth (a login the hub holds) or, without one, turning a 401 into
-    ``AuthorizationRequired`` with the command that logs in."""
+    ``AuthorizationRequired`` with the command that logs in; answers capped at ``max_message_bytes`` (0: no cap)."""
 
     def factory(
         headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None, auth: httpx2.Auth | None = None
     ) -> httpx2.AsyncClient:
         hooks = {} if oauth is not None else {"response": [unauthorized_hook(server)]}
-        return httpx2.AsyncClient(headers=headers, timeout=timeout, auth=oauth or auth, event_hooks=hooks)
+        return capped_client(
+            server, max_message_bytes, headers=headers, timeout=timeout, auth=oauth or auth, event_hooks=hooks
+        )
 
     return factory
 
@@ -45,15 +50,19 @@ async def open_remote(
     headers: dict[str, str],
     connect_timeout: float,
     oauth: httpx2.Auth | None,
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
 ) -> AsyncIterator[TransportStreams]:
     """A streamable HTTP or legacy SSE transport to ``spec`` with ``headers`` and ``oauth`` (see ``_client_factory``);
-    the HTTP client lives as long as the connection. Serving and ``hanzo-hub auth login`` both connect through it."""
-    factory = _client_factory(server, oauth)
+    the HTTP client lives as long as the connection. Serving and ``hanzo-hub auth login`` both connect through it.
+    An answer (a JSON body, or one server-sent event) over ``max_message_bytes`` is an error for the request it
+    answered (``backends.http_caps``; 0: no cap)."""
+    factory = _client_factory(server, oauth, max_message_bytes)
     if isinstance(spec, HttpServerSpec):
         timeout = httpx2.Timeout(connect_timeout, read=READ_TIMEOUT)
+        event_cap = max_message_bytes or None
         async with (
             factory(headers=headers, timeout=timeout) as http,
-            streamable_http_client(spec.url, http_client=http) as streams,
+            streamable_http_client(spec.url, http_client=http, max_sse_event_size=event_cap) as streams,
         ):
             yield streams
         return
@@ -72,7 +81,9 @@ async def connect_streamable(spec: HttpServerSpec, context: ConnectContext) -> A
     """A streamable HTTP transport, with the hub's OAuth login for the server if it holds one."""
     auth = await authorization(spec, context.server, context.oauth, context.secrets, context.learn_secret)
     headers = remote_headers(spec, context.secrets)
-    async with open_remote(spec, context.server, headers, context.connect_timeout, auth) as streams:
+    async with open_remote(
+        spec, context.server, headers, context.connect_timeout, auth, context.max_message_bytes
+    ) as streams:
         yield streams
 
 
@@ -81,5 +92,7 @@ async def connect_sse(spec: SseServerSpec, context: ConnectContext) -> AsyncIter
     """A legacy HTTP+SSE transport, with the hub's OAuth login for the server if it holds one."""
     auth = await authorization(spec, context.server, context.oauth, context.secrets, context.learn_secret)
     headers = remote_headers(spec, context.secrets)
-    async with open_remote(spec, context.server, headers, context.connect_timeout, auth) as streams:
+    async with open_remote(
+        spec, context.server, headers, context.connect_timeout, auth, context.max_message_bytes
+    ) as streams:
         yield streams

@@ -21,6 +21,7 @@ from typing import Any, Protocol, TypeVar
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import mcp_types as types
 from mcp import Client, MCPError
 from mcp.server import MCPServer, Server
@@ -215,7 +216,7 @@ class Supervisor:
                 raise BackendTimeout(self.name, f"did not answer within {deadline:g} s") from None
             except MCPError as exc:
                 if exc.code == types.CONNECTION_CLOSED:
-                    raise await self._lost(ended) from None
+                    raise await self._lost(ended, exc) from None
                 raise
         finally:
             self._done()
@@ -250,16 +251,20 @@ class Supervisor:
             answer = await channel.request_text(method, params, timeout=timeout)
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED:
-                raise await self._lost(ended) from None
+                raise await self._lost(ended, exc) from None
             raise
         finally:
             self._done()
         self.backoff.succeeded()
         return answer
 
-    async def _lost(self, ended: anyio.Event) -> BackendCrashed:
+    async def _lost(self, ended: anyio.Event, exc: MCPError) -> BackendCrashed:
         """The error for a request whose connection closed mid-request, once the connection task has recorded the
-        loss (bounded), so the next request restarts the server instead of meeting the dead client."""
+        loss (bounded), so the next request restarts the server instead of meeting the dead client. A streamable
+        HTTP answer stream that broke off (the SDK's same code) ended nothing else: its message is the error now."""
+        if self.spec.kind == "http":
+            await anyio.lowlevel.checkpoint()
+            return BackendCrashed(self.name, f"broke off its answer ({exc.error.message})")
         with anyio.move_on_after(self._settings.shutdown_timeout + STOP_GRACE):
             await ended.wait()
         return BackendCrashed(self.name, f"closed its connection mid-request{self._stderr.hint()}")
