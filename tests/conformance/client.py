@@ -4,8 +4,9 @@ The suite starts a mock server per scenario and runs ``client.py <url>`` with ``
 ``MCP_CONFORMANCE_PROTOCOL_VERSION`` and ``MCP_CONFORMANCE_CONTEXT`` (JSON) set. This script builds a hub whose only
 downstream is ``<url>`` (streamable HTTP; ``protocol`` "legacy" for 2025-* revisions, "2026-07-28" otherwise), opens
 it, and plays the scenario's client *through* the hub: an in-memory ``Client(build_server(hub))`` is the end user
-(it answers elicitation with the schema's defaults, sampling with a canned message, roots with one root) and calls
-the tools the scenario expects. So every request the mock server sees comes from the hub's downstream client.
+(it answers elicitation with the schema's defaults, opens the hub's OAuth login page when asked to, answers
+sampling with a canned message and roots with one root) and calls the tools the scenario expects. So every request
+the mock server sees comes from the hub's downstream client.
 
 It exits 0 when the scenario's client steps ran, 1 otherwise; the suite scores what the mock server saw.
 """
@@ -22,12 +23,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import mcp_types as types
 from mcp import Client
 from mcp.client.session import ClientRequestContext
 
 from hanzo_hub.config import BackendSettings, HttpServerSpec, HubSettings
 from hanzo_hub.hub.core import Hub
+from hanzo_hub.hub.login_prompt import LOGIN_TOOL
 from hanzo_hub.hub.server import build_server
 
 logger = logging.getLogger("conformance-client")
@@ -73,14 +76,22 @@ def _value_for(schema: dict[str, Any]) -> Any:
 
 async def answer_elicitation(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
     """Accept, filling every property with its schema default (SEP-1034), else a value of its type. A URL (the hub's
-    OAuth login through the client) is declined: this headless client has no browser to open it, and accepting would
-    leave the login waiting for an authorization that never comes."""
+    OAuth login through the client) is opened as a user's browser would: a GET that follows the redirects (the
+    suite's authorization server approves at once and sends the browser to the hub's loopback callback)."""
     if isinstance(params, types.ElicitRequestURLParams):
-        return types.ElicitResult(action="decline")
+        await _open_in_browser(params.url)
+        return types.ElicitResult(action="accept")
     properties = (params.requested_schema or {}).get("properties") or {}
     content = {name: _value_for(schema) for name, schema in properties.items()}
     logger.info("elicitation %r answered with %s", params.message, content)
     return types.ElicitResult(action="accept", content=content)
+
+
+async def _open_in_browser(url: str) -> None:
+    """The user's browser: GET ``url`` and follow every redirect (the last one lands on the hub's callback)."""
+    async with httpx2.AsyncClient(follow_redirects=True, timeout=30) as browser:
+        response = await browser.get(url)
+    logger.info("opened the login page: %s after %d redirects", response.status_code, len(response.history))
 
 
 async def answer_sampling(
@@ -252,9 +263,15 @@ async def schema_preservation(client: Client, context: dict[str, Any]) -> None:
 
 
 async def default_scenario(client: Client, context: dict[str, Any]) -> None:
-    """Unknown scenarios (e.g. ``auth/*``): list and call the tools, as a plain client would."""
+    """Unknown scenarios (e.g. ``auth/*``): list and call the tools, as a plain client would. A server that needs an
+    OAuth login lists only the hub's ``login`` tool: the user calls it (and approves in the browser), then the
+    server's own tools are listed and called."""
+    logins = [tool.name for tool in (await client.list_tools()).tools if tool.name.split("__")[-1] == LOGIN_TOOL]
+    for name in logins:
+        logger.info("login: %s", _text(await _call(client, name)))
     for tool in (await client.list_tools()).tools:
-        await _call(client, tool.name)
+        if tool.name.split("__")[-1] != LOGIN_TOOL:
+            await _call(client, tool.name)
 
 
 # -- the hub --------------------------------------------------------------------------------------------------------
@@ -272,7 +289,10 @@ def downstream_protocol(version: str) -> Any:
 
 
 async def run(url: str, scenario_name: str, version: str, context: dict[str, Any], home: Path) -> None:
-    spec = HttpServerSpec(url=url, protocol=downstream_protocol(version))
+    # A scenario with a client registered by hand (auth/pre-registration) names it in its context: the hub's
+    # config carries it as a user would write it (``oauth.client_id``, ``oauth.client_secret``).
+    oauth = {key: context[key] for key in ("client_id", "client_secret") if key in context} or None
+    spec = HttpServerSpec.model_validate({"url": url, "protocol": downstream_protocol(version), "oauth": oauth})
     # A generous list wait: under the suite's parallel start-up a first listing can take longer than the default.
     settings = HubSettings(home=home, servers={"conformance": spec}, backends=BackendSettings(list_wait=60))
     handler = SCENARIOS.get(scenario_name, default_scenario)

@@ -223,7 +223,8 @@ class VaultTokenStorage:
         self.store = store
         self.server = server
         self.url = spec.url
-        self._configured = _configured_client(spec, secrets)
+        self.configured = _configured_client(spec, secrets)
+        """The client registered by hand in the config (``oauth.client_id``), else ``None`` (dynamic registration)."""
         self._learn = learn
         self.record: OAuthRecord = OAuthRecord(url=spec.url)
 
@@ -253,11 +254,18 @@ class VaultTokenStorage:
             logger.warning("server %s: new OAuth tokens could not be saved: %s", self.server, exc)
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
-        return self._configured or self.record.client
+        configured, stored = self.configured, self.record.client
+        if configured is not None and stored is not None and _same_client(configured, stored):
+            return stored  # the configured client, as it was last used (its token endpoint method, learned)
+        return configured or stored
 
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
         self.record = replace(self.record, client=client_info, updated=time.time())
         await self.store.save(self.server, self.record)
+
+
+def _same_client(a: OAuthClientInformationFull, b: OAuthClientInformationFull) -> bool:
+    return a.client_id == b.client_id and a.client_secret == b.client_secret
 
 
 def _configured_client(spec: RemoteSpec, secrets: Mapping[str, str]) -> OAuthClientInformationFull | None:
@@ -299,6 +307,30 @@ class _Provider(OAuthClientProvider):
         await super()._initialize()
         if self.context.current_tokens is not None:
             self.context.token_expiry_time = self._vault_storage.record.expires_at
+
+    async def _authenticate_as_supported(self) -> None:
+        """A client registered by hand authenticates at the token endpoint the way the authorization server's
+        metadata says it accepts (``token_endpoint_auth_methods_supported``; where the hub has not read it, as it
+        last did). The method is kept with the login, for the refreshes of later connections."""
+        info, configured = self.context.client_info, self._vault_storage.configured
+        metadata = self.context.oauth_metadata
+        supported = metadata.token_endpoint_auth_methods_supported if metadata is not None else None
+        if info is None or configured is None or not info.client_secret or not _same_client(info, configured):
+            return
+        if not supported or info.token_endpoint_auth_method in supported:
+            return
+        method = next((m for m in ("client_secret_basic", "client_secret_post") if m in supported), None)
+        if method is not None:
+            self.context.client_info = info.model_copy(update={"token_endpoint_auth_method": method})
+            await self._vault_storage.set_client_info(self.context.client_info)
+
+    async def _exchange_token_authorization_code(self, auth_code: str, code_verifier: str) -> httpx2.Request:
+        await self._authenticate_as_supported()
+        return await super()._exchange_token_authorization_code(auth_code, code_verifier)
+
+    async def _refresh_token(self) -> httpx2.Request:
+        await self._authenticate_as_supported()
+        return await super()._refresh_token()
 
 
 class _ServingProvider(_Provider):
