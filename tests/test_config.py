@@ -97,6 +97,19 @@ def test_toml_config_is_read_by_extension(write: Any) -> None:
         ({"mcpServers": {"a": {"command": "a", "colour": "red"}}}, ["servers.a.colour"]),
         ({"nonsense": True}, ["nonsense"]),
         ({"backends": {"call_timeout": -1}}, ["backends.call_timeout"]),
+        ({"backends": {"max_message_bytes": -1}}, ["backends.max_message_bytes"]),
+        (  # a Client ID Metadata Document must be served over HTTPS, at a path
+            {
+                "servers": {
+                    "web": {
+                        "type": "http",
+                        "url": "https://x.example/mcp",
+                        "oauth": {"client_metadata_url": "http://me.example/client.json"},
+                    }
+                }
+            },
+            ["servers.web.oauth.client_metadata_url", "pattern"],
+        ),
         ({"mcpServers": ["not", "a", "map"]}, ["mcpServers", "object"]),
         ({"mcpServers": {"x": {"command": "a"}}, "servers": {"x": {"command": "b"}}}, ["'x'", "both"]),
         ([1, 2], ["top level"]),

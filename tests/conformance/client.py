@@ -274,6 +274,10 @@ async def default_scenario(client: Client, context: dict[str, Any]) -> None:
             await _call(client, tool.name)
 
 
+CIMD_URL = "https://conformance-test.local/client-metadata.json"
+"""The Client ID Metadata Document the suite's ``auth/basic-cimd`` expects as the client_id (it fetches nothing)."""
+
+
 # -- the hub --------------------------------------------------------------------------------------------------------
 
 
@@ -292,6 +296,8 @@ async def run(url: str, scenario_name: str, version: str, context: dict[str, Any
     # A scenario with a client registered by hand (auth/pre-registration) names it in its context: the hub's
     # config carries it as a user would write it (``oauth.client_id``, ``oauth.client_secret``).
     oauth = {key: context[key] for key in ("client_id", "client_secret") if key in context} or None
+    if scenario_name == "auth/basic-cimd":  # a user who publishes a Client ID Metadata Document configures its URL
+        oauth = {"client_metadata_url": CIMD_URL}
     spec = HttpServerSpec.model_validate({"url": url, "protocol": downstream_protocol(version), "oauth": oauth})
     # A generous list wait: under the suite's parallel start-up a first listing can take longer than the default.
     settings = HubSettings(home=home, servers={"conformance": spec}, backends=BackendSettings(list_wait=60))

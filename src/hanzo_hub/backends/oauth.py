@@ -375,6 +375,7 @@ def provider(
         client_metadata=client_metadata(spec, redirect_uri),
         redirect_handler=redirect_handler,
         callback_handler=callback_handler,
+        client_metadata_url=spec.oauth.client_metadata_url if spec.oauth is not None else None,
     )
 
 
@@ -406,7 +407,11 @@ async def authorization(
     if record.tokens is None:
         return None
     return _ServingProvider(
-        storage, server, server_url=spec.url, client_metadata=client_metadata(spec, _redirect_uri(storage))
+        storage,
+        server,
+        server_url=spec.url,
+        client_metadata=client_metadata(spec, _redirect_uri(storage)),
+        client_metadata_url=spec.oauth.client_metadata_url if spec.oauth is not None else None,
     )
 
 

@@ -116,6 +116,12 @@ class OAuthClientSpec(_Model):
         default=None, ge=1, le=65535, description="Loopback port of the login callback (default: any free port)."
     )
     client_name: str = "hanzo-hub"
+    client_metadata_url: str | None = Field(
+        default=None,
+        pattern=r"^https://[^/]+/.+",
+        description="The HTTPS URL of a Client ID Metadata Document you publish for the hub: used as its client_id "
+        "where the authorization server supports such documents (SEP-991), instead of dynamic registration.",
+    )
 
 
 class _RemoteServerBase(_ServerBase):
