@@ -261,8 +261,8 @@ class Supervisor:
     async def _lost(self, ended: anyio.Event, exc: MCPError) -> BackendCrashed:
         """The error for a request whose connection closed mid-request, once the connection task has recorded the
         loss (bounded), so the next request restarts the server instead of meeting the dead client. A streamable
-        HTTP answer stream that broke off (the SDK's same code) ended nothing else: its message is the error now."""
-        if self.spec.kind == "http":
+        HTTP answer stream that broke off (the SDK's "SSE stream ..." errors) ended nothing else: the error now."""
+        if self.spec.kind == "http" and exc.error.message.startswith("SSE stream"):
             await anyio.lowlevel.checkpoint()
             return BackendCrashed(self.name, f"broke off its answer ({exc.error.message})")
         with anyio.move_on_after(self._settings.shutdown_timeout + STOP_GRACE):
