@@ -36,7 +36,10 @@ def doctor(
     command = [sys.executable, "-m", "hanzo_hub", "doctor", "--json", "--config", str(settings.config_file)]
     command += ["--home", str(settings.home), *extra]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=150, check=False, env=env)
-    report = json.loads(done.stdout)
+    try:
+        report = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        raise AssertionError(f"doctor wrote no JSON report (exit {done.returncode}): {done.stderr[-3000:]}") from None
     assert report["ok"] == (done.returncode == 0), done.stderr
     return done.returncode, {c["name"]: c for c in report["checks"]}, done.stdout
 

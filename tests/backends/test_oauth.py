@@ -18,7 +18,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
-from hanzo_hub.backends.oauth import OAuthRecord, OAuthStore, record_name
+from hanzo_hub.backends.oauth import OAuthRecord, OAuthStore, record_name, union_scopes
 from hanzo_hub.config import HubSettings
 from hanzo_hub.errors import AuthorizationFailed
 from hanzo_hub.hub.core import Hub
@@ -506,3 +506,14 @@ async def test_a_stateless_client_that_declines_the_login_gets_why(make_settings
         assert "remote__login" in still  # nothing changed: the login tool is still there to try again
         record = stored(settings)
         assert record is None or record.tokens is None
+
+
+def test_the_scopes_a_server_asked_for_are_kept_with_the_login() -> None:
+    # A step-up (403 insufficient_scope) keeps what the server wanted, so the next login asks for all of it; a record
+    # written before the field existed reads as wanting nothing more.
+    record = OAuthRecord(url="https://x.example/mcp", scope_wanted="mcp:basic mcp:write")
+    assert OAuthRecord.from_json(record.to_json()).scope_wanted == "mcp:basic mcp:write"
+    legacy = json.loads(record.to_json())
+    del legacy["scope_wanted"]
+    assert OAuthRecord.from_json(json.dumps(legacy)).scope_wanted is None
+    assert union_scopes("mcp:basic", None, "mcp:write mcp:basic", "") == "mcp:basic mcp:write"

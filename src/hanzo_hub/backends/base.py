@@ -57,6 +57,8 @@ class ConnectContext:
     """A ``backends.oauth.OAuthStore``: the OAuth logins of remote servers (``None``: remote servers get no OAuth)."""
     learn_secret: Callable[[str, str], None] | None = None
     """Takes a credential obtained while serving (an OAuth token), to redact it like the vault's secrets."""
+    login_needed: Callable[[], None] | None = None
+    """Told when a remote server asks for OAuth scopes its login lacks (a step-up): the server needs a new login."""
 
 
 class Connector(Protocol):

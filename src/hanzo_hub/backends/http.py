@@ -79,7 +79,9 @@ async def open_remote(
 @asynccontextmanager
 async def connect_streamable(spec: HttpServerSpec, context: ConnectContext) -> AsyncIterator[TransportStreams]:
     """A streamable HTTP transport, with the hub's OAuth login for the server if it holds one."""
-    auth = await authorization(spec, context.server, context.oauth, context.secrets, context.learn_secret)
+    auth = await authorization(
+        spec, context.server, context.oauth, context.secrets, context.learn_secret, context.login_needed
+    )
     headers = remote_headers(spec, context.secrets)
     async with open_remote(
         spec, context.server, headers, context.connect_timeout, auth, context.max_message_bytes
@@ -90,7 +92,9 @@ async def connect_streamable(spec: HttpServerSpec, context: ConnectContext) -> A
 @asynccontextmanager
 async def connect_sse(spec: SseServerSpec, context: ConnectContext) -> AsyncIterator[TransportStreams]:
     """A legacy HTTP+SSE transport, with the hub's OAuth login for the server if it holds one."""
-    auth = await authorization(spec, context.server, context.oauth, context.secrets, context.learn_secret)
+    auth = await authorization(
+        spec, context.server, context.oauth, context.secrets, context.learn_secret, context.login_needed
+    )
     headers = remote_headers(spec, context.secrets)
     async with open_remote(
         spec, context.server, headers, context.connect_timeout, auth, context.max_message_bytes

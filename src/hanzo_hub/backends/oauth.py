@@ -15,7 +15,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 import httpx2
 from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
+from mcp.client.auth.utils import extract_field_from_www_auth
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from pydantic import AnyUrl
 
@@ -75,6 +76,8 @@ class OAuthRecord:
     client: OAuthClientInformationFull | None = None
     """The client registration the flow made (dynamic registration); a pre-registered client comes from config."""
     updated: float = field(default_factory=time.time)
+    scope_wanted: str | None = None
+    """Scopes the server asked for beyond the token's (a 403 ``insufficient_scope``): the next login asks for them."""
 
     def to_json(self) -> str:
         return json.dumps(
@@ -84,6 +87,7 @@ class OAuthRecord:
                 "expires_at": self.expires_at,
                 "client": self.client.model_dump(mode="json", exclude_none=True) if self.client else None,
                 "updated": self.updated,
+                "scope_wanted": self.scope_wanted,
             }
         )
 
@@ -100,6 +104,7 @@ class OAuthRecord:
             expires_at=float(data["expires_at"]) if data.get("expires_at") is not None else None,
             client=OAuthClientInformationFull.model_validate(client) if client else None,
             updated=float(data.get("updated") or 0.0),
+            scope_wanted=data.get("scope_wanted") if isinstance(data.get("scope_wanted"), str) else None,
         )
 
     def secrets(self, label: str) -> dict[str, str]:
@@ -259,9 +264,24 @@ class VaultTokenStorage:
             return stored  # the configured client, as it was last used (its token endpoint method, learned)
         return configured or stored
 
+    async def want_scope(self, scope: str) -> None:
+        """Keep ``scope`` for the next login (a step-up the stored token cannot serve)."""
+        self.record = replace(
+            self.record, scope_wanted=union_scopes(self.record.scope_wanted, scope), updated=time.time()
+        )
+        try:
+            await self.store.save(self.server, self.record)
+        except VaultError as exc:
+            logger.warning("server %s: the scopes it asks for could not be saved: %s", self.server, exc)
+
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
         self.record = replace(self.record, client=client_info, updated=time.time())
         await self.store.save(self.server, self.record)
+
+
+def union_scopes(*scopes: str | None) -> str:
+    """Space-separated scopes, each once, in the order first seen."""
+    return " ".join(dict.fromkeys(word for scope in scopes if scope for word in scope.split()))
 
 
 def _same_client(a: OAuthClientInformationFull, b: OAuthClientInformationFull) -> bool:
@@ -324,6 +344,13 @@ class _Provider(OAuthClientProvider):
             self.context.client_info = info.model_copy(update={"token_endpoint_auth_method": method})
             await self._vault_storage.set_client_info(self.context.client_info)
 
+    async def _perform_authorization_code_grant(self) -> tuple[str, str]:
+        # A login after a step-up asks for what the server wanted besides what the 401 names (SEP-2350: a union).
+        wanted = self._vault_storage.record.scope_wanted
+        if wanted:
+            self.context.client_metadata.scope = union_scopes(self.context.client_metadata.scope, wanted)
+        return await super()._perform_authorization_code_grant()
+
     async def _exchange_token_authorization_code(self, auth_code: str, code_verifier: str) -> httpx2.Request:
         await self._authenticate_as_supported()
         return await super()._exchange_token_authorization_code(auth_code, code_verifier)
@@ -339,13 +366,44 @@ class _ServingProvider(_Provider):
     early, usually still honours the refresh token); where that is not possible or is refused, it raises
     :class:`AuthorizationRequired` naming the login command. It never sends anyone to a browser."""
 
-    def __init__(self, storage: VaultTokenStorage, server: str, **kwargs: Any) -> None:
+    def __init__(
+        self, storage: VaultTokenStorage, server: str, login_needed: Callable[[], None] | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(storage, **kwargs)
         self._server = server
         self._refreshed_on_401 = False
+        self._login_needed = login_needed
+        self._step_up = False
+
+    async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        # The SDK's flow, watched for a 403 insufficient_scope: that is a step-up, which no refresh can grant.
+        flow = super()._auth_flow(request)
+        try:
+            sent = await flow.__anext__()
+            while True:
+                response = yield sent
+                if (
+                    response.status_code == 403
+                    and extract_field_from_www_auth(response, "error") == "insufficient_scope"
+                ):
+                    self._step_up = True
+                sent = await flow.asend(response)
+        except StopAsyncIteration:
+            return
+        finally:  # closed here, in this task: the SDK's flow holds its lock across the yields
+            await flow.aclose()
 
     async def _perform_authorization(self) -> httpx2.Request:
         tokens = self.context.current_tokens
+        if self._step_up:
+            # The SDK has put the union of the granted and the challenged scopes in the client metadata: kept with
+            # the login, so the login through the client (or `hanzo-hub auth login`) asks for all of them.
+            self._step_up = False
+            wanted = self.context.client_metadata.scope or ""
+            await self._vault_storage.want_scope(wanted)
+            if self._login_needed is not None:
+                self._login_needed()
+            raise AuthorizationRequired(f"the server asks for more scopes ({wanted}); {login_hint(self._server)}")
         if tokens is not None and tokens.refresh_token and self.context.client_info and not self._refreshed_on_401:
             self._refreshed_on_401 = True
             return await self._refresh_token()
@@ -392,10 +450,12 @@ async def authorization(
     store: OAuthStore | None,
     secrets: Mapping[str, str],
     learn: Callable[[str, str], None] | None = None,
+    login_needed: Callable[[], None] | None = None,
 ) -> httpx2.Auth | None:
     """The auth a serving connection to ``spec`` uses: the OAuth provider when the hub holds a login for it, else
     ``None`` (the connection then gets :func:`unauthorized_hook`). Never interactive. ``learn`` receives every
-    credential it loads or obtains, for redaction."""
+    credential it loads or obtains, for redaction; ``login_needed`` is told when the server asks for scopes the login
+    lacks (a step-up: only a new login grants them)."""
     if store is None or any(name.lower() == "authorization" for name in spec.headers):
         return None
     storage = VaultTokenStorage(store, server, spec, secrets, learn)
@@ -409,6 +469,7 @@ async def authorization(
     return _ServingProvider(
         storage,
         server,
+        login_needed,
         server_url=spec.url,
         client_metadata=client_metadata(spec, _redirect_uri(storage)),
         client_metadata_url=spec.oauth.client_metadata_url if spec.oauth is not None else None,

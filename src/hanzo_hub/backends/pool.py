@@ -8,6 +8,7 @@ even when the hub is cancelled.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -100,6 +101,7 @@ class BackendPool:
             max_message_bytes=self._settings.max_message_bytes,
             oauth=self._oauth,
             learn_secret=self._learn_secret,
+            login_needed=functools.partial(self._login_needed, name),
         )
         bound = self._metrics.server(name) if self._metrics is not None else NO_METRICS
         supervisor = Supervisor(
@@ -107,6 +109,12 @@ class BackendPool:
         )
         self.supervisors[name] = supervisor
         return supervisor
+
+    def _login_needed(self, name: str) -> None:
+        """Server ``name`` asked for OAuth scopes its login lacks: calls to it may be mended by a login."""
+        supervisor = self.supervisors.get(name)
+        if supervisor is not None:
+            supervisor.needs_login = True
 
     def add(self, name: str, spec: ServerSpec, *, sandbox: Any = None) -> None:
         """Supervise a server that was not configured at start (a reloaded config); it starts on first use."""

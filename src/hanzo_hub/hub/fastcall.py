@@ -76,6 +76,8 @@ class _Plan:
     client: Client
     modern: bool = False
     """The server speaks the stateless era: each request carries the era's ``_meta``, its answer may ask for input."""
+    exposed: str = ""
+    """The tool's name as the client called it."""
 
 
 def _error_result(text: str) -> dict[str, Any]:
@@ -265,7 +267,7 @@ class RawToolCalls:
         body: dict[str, Any] = {"name": target.original}
         if arguments is not None:
             body["arguments"] = arguments
-        return _Plan(target, body, client, modern)
+        return _Plan(target, body, client, modern, name)
 
     async def _relay(self, ctx: ServerRequestContext[Any, Any], plan: _Plan) -> tuple[dict[str, Any], bytes | None]:
         """The call's result, and its JSON text when that is the downstream's own, unchanged (else ``None``)."""
@@ -280,6 +282,8 @@ class RawToolCalls:
         try:
             answer = await self._forward(ctx, plan, admission)
         except BackendError as exc:  # its text may quote the server's stderr: redacted like any result
+            if hub.login_prompt.applies(target.server, ctx):
+                return await self._mended(ctx, plan, exc), None
             redact = hub.guard.redact
             return _error_result(redact(str(exc)) if redact is not None else str(exc)), None
         if answer is None:
@@ -294,6 +298,21 @@ class RawToolCalls:
         if not modern_client and isinstance(raw, dict) and "resultType" in raw:  # not a field of the client's era
             raw, text = {key: value for key, value in raw.items() if key != "resultType"}, None
         return self._released(target.server, admission, raw, text)
+
+    async def _mended(self, ctx: ServerRequestContext[Any, Any], plan: _Plan, failure: BackendError) -> dict[str, Any]:
+        """A remote server that wants a login (one lost, or more scopes): the client's user logs in, as on the typed
+        path (``LoginPrompt.mend``), and the call is made again there."""
+        hub = self._hub
+
+        async def retry() -> types.CallToolResult | types.InputRequiredResult:
+            return await hub.call_tool(plan.exposed, plan.params.get("arguments"), None, ctx)
+
+        try:
+            mended = await hub.login_prompt.mend(plan.target.server, plan.target.original, ctx, failure, retry)
+        except BackendError as exc:
+            redact = hub.guard.redact
+            return _error_result(redact(str(exc)) if redact is not None else str(exc))
+        return _dump(mended)
 
     def _stamped(self, ctx: ServerRequestContext[Any, Any], plan: _Plan) -> dict[str, Any]:
         """The params of a call to a stateless-era server as the SDK's session would send them: the era's ``_meta``
