@@ -85,7 +85,7 @@ async def test_login_then_serving_uses_the_stored_tokens(make_settings: MakeSett
     with oauth_server() as origin:
         settings = make_settings({"remote": remote(origin)}, exposure=PREFIXED)
         result = await do_login(settings)
-        assert result.tools == 3
+        assert result.tools == 4
         assert result.registered
         record = stored(settings)
         assert record is not None
@@ -208,7 +208,7 @@ async def test_oauth_over_legacy_sse(make_settings: MakeSettings) -> None:
     with oauth_server(mode="sse") as origin:
         settings = make_settings({"old": remote(origin, "sse")}, exposure=PREFIXED)
         result = await do_login(settings, "old")
-        assert result.tools == 3
+        assert result.tools == 4
         assert result.record is not None
         failed, text = await call(settings, "old__whoami")
         assert not failed
@@ -253,7 +253,7 @@ def test_the_auth_commands_log_in_report_and_log_out(make_settings: MakeSettings
         anyio.run(browser, url)
         out, err = proc.communicate(timeout=30)
         assert proc.returncode == 0, err
-        assert out.startswith("logged in to 'remote': 3 tools; the token expires in 60 min, refreshed automatically")
+        assert out.startswith("logged in to 'remote': 4 tools; the token expires in 60 min, refreshed automatically")
 
         status = subprocess.run(
             _cli(settings, "status", "--json"), cwd=REPO, capture_output=True, text=True, check=True
@@ -301,7 +301,7 @@ def test_the_doctor_reports_oauth_logins(make_settings: MakeSettings) -> None:
         detail = checks["server:remote"]["detail"]
         assert "OAuth login (the token expires in 60 min, refreshed automatically, scope mcp)" in detail
         assert checks["probe:remote"]["status"] == "ok"
-        assert checks["probe:remote"]["detail"].startswith("3 tools")
+        assert checks["probe:remote"]["detail"].startswith("4 tools")
 
 
 class UrlClient:
@@ -351,6 +351,70 @@ async def test_a_login_the_hub_lost_is_given_again_through_the_client(make_setti
         assert "authorize it with the server 'remote'" in user.asked[0].message
         assert user.completed == ([user.asked[0].elicitation_id] if mode == "legacy" else [])
         assert stats(origin)["authorizations"] == 2
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_tool_that_needs_more_scopes_gets_them_through_a_new_login(
+    make_settings: MakeSettings, mode: str
+) -> None:
+    """A step-up: the server answers one tool's call 403 insufficient_scope. The hub keeps the scopes asked for, and
+    the user logs in again through the client for the union; the client registered for fewer scopes is replaced."""
+    with oauth_server() as origin:
+        settings = make_settings({"remote": remote(origin)}, exposure=PREFIXED)
+        await listed_after_login(settings)
+        first = stored(settings)
+        assert first is not None
+        assert first.tokens is not None
+        assert first.client is not None
+        assert first.tokens.scope == "mcp"
+        user = UrlClient()
+        async with (
+            Hub.open(settings) as hub,
+            Client(
+                build_server(hub), mode=mode, elicitation_callback=user.elicitation, message_handler=user.on_message
+            ) as client,
+        ):
+            await client.list_tools()
+            before = await client.call_tool("remote__whoami", {})
+            reset = await client.call_tool("remote__admin_reset", {})
+            after = await client.call_tool("remote__add", {"a": 2, "b": 3})
+        assert not before.is_error, text_of(before)
+        assert not after.is_error, text_of(after)
+        assert not reset.is_error, text_of(reset)
+        assert text_of(reset) == "reset by alice with scopes mcp admin"
+        assert len(user.asked) == 1
+        assert "scope=mcp+admin" in user.asked[0].url
+        record = stored(settings)
+        assert record is not None
+        assert record.tokens is not None
+        assert record.client is not None
+        assert record.tokens.scope == "mcp admin"
+        assert record.scope_wanted == "mcp admin"
+        # the server registered the first client for "mcp" only: asking it for "admin" would be refused
+        assert record.client.client_id != first.client.client_id
+        assert stats(origin)["registrations"] == 2
+
+
+async def test_a_step_up_without_a_client_names_the_scopes_and_the_login_command(make_settings: MakeSettings) -> None:
+    with oauth_server() as origin:
+        settings = make_settings({"remote": remote(origin)}, exposure=PREFIXED)
+        await listed_after_login(settings)
+        async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
+            await client.list_tools()
+            reset = await client.call_tool("remote__admin_reset", {})
+            whoami = await client.call_tool("remote__whoami", {})  # the login still serves what it was granted
+        assert reset.is_error
+        assert "the server asks for more scopes (mcp admin)" in text_of(reset)
+        assert "hanzo-hub auth login remote" in text_of(reset)
+        assert not whoami.is_error, text_of(whoami)
+        record = stored(settings)
+        assert record is not None
+        assert record.scope_wanted == "mcp admin"
+        result = await do_login(settings)  # `hanzo-hub auth login remote` asks for the union
+        assert result.record is not None
+        assert result.record.tokens is not None
+        assert result.record.tokens.scope == "mcp admin"
+        assert await call(settings, "remote__admin_reset") == (False, "reset by alice with scopes mcp admin")
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
@@ -405,8 +469,13 @@ async def test_a_server_never_logged_in_offers_a_login_tool(make_settings: MakeS
             echoed = await client.call_tool("remote__echo_token", {})  # the vault was empty when the hub started
         assert {n for n in before if n.startswith("remote__")} == {"remote__login"}
         assert not result.is_error, text_of(result)
-        assert text_of(result) == "Logged in to 'remote'; its 3 tools are listed now."
-        assert {n for n in after if n.startswith("remote__")} == {"remote__whoami", "remote__add", "remote__echo_token"}
+        assert text_of(result) == "Logged in to 'remote'; its 4 tools are listed now."
+        assert {n for n in after if n.startswith("remote__")} == {
+            "remote__whoami",
+            "remote__add",
+            "remote__echo_token",
+            "remote__admin_reset",
+        }
         assert text_of(whoami).startswith("alice via ")
         assert text_of(echoed) == "[redacted:oauth.remote.access]"
         assert len(user.asked) == 1

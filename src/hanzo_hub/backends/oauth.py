@@ -25,7 +25,7 @@ import httpx2
 from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
 from mcp.client.auth.utils import extract_field_from_www_auth
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
-from pydantic import AnyUrl
+from pydantic import AnyUrl, PrivateAttr
 
 from hanzo_hub.config import HttpServerSpec, SseServerSpec
 from hanzo_hub.errors import AuthorizationRequired, VaultError
@@ -315,6 +315,36 @@ def client_metadata(spec: RemoteSpec, redirect_uri: str) -> OAuthClientMetadata:
     )
 
 
+class _WidenedMetadata(OAuthClientMetadata):
+    """Client metadata whose scope always keeps the scopes a step-up asked for (SEP-2350: a union). The SDK sets the
+    scope anew from each 401's challenge, just before it registers a client and authorizes."""
+
+    _floor: str = PrivateAttr(default="")
+
+    @classmethod
+    def widen(cls, metadata: OAuthClientMetadata, scope: str) -> _WidenedMetadata:
+        widened = cls.model_validate(metadata.model_dump())
+        widened._floor = scope
+        widened.scope = metadata.scope
+        return widened
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "scope" and self._floor:
+            value = union_scopes(value, self._floor)
+        super().__setattr__(name, value)
+
+
+def registered_for_less(record: OAuthRecord, configured: OAuthClientInformationFull | None) -> bool:
+    """Whether the record's dynamically registered client was registered for fewer scopes than a step-up asked for:
+    an authorization server may refuse it any scope beyond its registration, so a login registers anew."""
+    client, wanted = record.client, record.scope_wanted
+    if client is None or not wanted or client.scope is None or configured is not None:
+        return False
+    if client.client_id is not None and client.client_id.startswith(("https://", "http://")):
+        return False  # a Client ID Metadata Document: the authorization server reads its scope from the document
+    return not set(wanted.split()) <= set(client.scope.split())
+
+
 class _Provider(OAuthClientProvider):
     """The SDK's provider, told the stored token's real expiry: it loads stored tokens without one, and would send
     an expired access token (then start a new authorization on the 401) instead of refreshing it first."""
@@ -343,13 +373,6 @@ class _Provider(OAuthClientProvider):
         if method is not None:
             self.context.client_info = info.model_copy(update={"token_endpoint_auth_method": method})
             await self._vault_storage.set_client_info(self.context.client_info)
-
-    async def _perform_authorization_code_grant(self) -> tuple[str, str]:
-        # A login after a step-up asks for what the server wanted besides what the 401 names (SEP-2350: a union).
-        wanted = self._vault_storage.record.scope_wanted
-        if wanted:
-            self.context.client_metadata.scope = union_scopes(self.context.client_metadata.scope, wanted)
-        return await super()._perform_authorization_code_grant()
 
     async def _exchange_token_authorization_code(self, auth_code: str, code_verifier: str) -> httpx2.Request:
         await self._authenticate_as_supported()
@@ -427,10 +450,13 @@ def provider(
     callback_handler: Callable[[], Awaitable[AuthorizationCodeResult]],
 ) -> OAuthClientProvider:
     """An ``httpx2.Auth`` running the interactive MCP authorization flow for ``spec`` with ``storage`` (a login)."""
+    metadata = client_metadata(spec, redirect_uri)
+    if storage.record.scope_wanted:
+        metadata = _WidenedMetadata.widen(metadata, storage.record.scope_wanted)
     return _Provider(
         storage,
         server_url=spec.url,
-        client_metadata=client_metadata(spec, redirect_uri),
+        client_metadata=metadata,
         redirect_handler=redirect_handler,
         callback_handler=callback_handler,
         client_metadata_url=spec.oauth.client_metadata_url if spec.oauth is not None else None,

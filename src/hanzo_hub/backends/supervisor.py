@@ -267,6 +267,8 @@ class Supervisor:
             return BackendCrashed(self.name, f"broke off its answer ({exc.error.message})")
         with anyio.move_on_after(self._settings.shutdown_timeout + STOP_GRACE):
             await ended.wait()
+        if self.needs_login and self.backoff.last_error:  # e.g. a step-up: the login and the scopes it lacks
+            return BackendCrashed(self.name, self.backoff.last_error)
         return BackendCrashed(self.name, f"closed its connection mid-request{self._stderr.hint()}")
 
     @asynccontextmanager
@@ -442,7 +444,10 @@ class Supervisor:
             reason = describe_failure(exc, started=attempt.ready.is_set())
             self.backoff.record(f"{reason}{self._stderr.hint()}")
             if self.needs_login:
-                self._hooks.on_needs_login(self.name)
+                try:
+                    self._hooks.on_needs_login(self.name)
+                except Exception:  # a hook's bug must not take the hub down either
+                    logger.exception("server %s: offering a login failed", self.name)
             attempt.error = exc
         finally:
             self._client = None

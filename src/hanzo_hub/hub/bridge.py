@@ -128,7 +128,10 @@ class EraBridge:
         self, tool: str, run: Callable[[Parked], Awaitable[types.CallToolResult]], progress: ProgressFnT | None = None
     ) -> Parked:
         """Start a downstream call in the background; ``run`` receives the parked call (its ``ask`` relays)."""
-        assert self._tg is not None, "the bridge runs inside Hub.run()"
+        if self._tg is None:  # before Hub.run() or after its task group closed (shutting down)
+            raise MCPError(
+                types.INTERNAL_ERROR, f"hanzo-hub is not serving calls now (shutting down); {tool} was not called"
+            )
         parked = Parked(tool, progress=progress)
 
         async def drive() -> None:
@@ -187,9 +190,12 @@ class EraBridge:
             await parked.changed.wait()
 
     def _park(self, parked: Parked, requests: dict[str, types.InputRequest]) -> types.InputRequiredResult:
+        if self._tg is None:
+            raise MCPError(
+                types.INTERNAL_ERROR, "hanzo-hub is shutting down; the call cannot wait for the client's answer"
+            )
         token = secrets.token_urlsafe(24)
         self._parked[token] = parked
-        assert self._tg is not None
         self._tg.start_soon(self._expire, token, parked)
         return types.InputRequiredResult(input_requests=requests, request_state=token)
 

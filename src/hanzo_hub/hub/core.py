@@ -159,21 +159,27 @@ class Hub:
             await self._refresh_own_snapshots()
             missing = self._load_snapshots()
             try:
-                async with self.llm.running(), self.pool, anyio.create_task_group() as tg:
-                    self.bridge.bind(tg)
-                    self._tasks = tg
-                    for task in self._background:
-                        tg.start_soon(task)
-                    if self.settings.backends.watch_config > 0:
-                        tg.start_soon(watch_config, self)
-                    if missing:
-                        self.pool.start_discovery(missing, self._discovered.set)
-                    else:
-                        self._discovered.set()
-                    yield
-                    tg.cancel_scope.cancel()
+                async with self.llm.running(), self.pool:
+                    # Forgotten as soon as it closes: the pool stops its servers after it, and a connection ending
+                    # then (a remote server's 401 asking for a login) must find no task group to start work in.
+                    try:
+                        async with anyio.create_task_group() as tg:
+                            self.bridge.bind(tg)
+                            self._tasks = tg
+                            for task in self._background:
+                                tg.start_soon(task)
+                            if self.settings.backends.watch_config > 0:
+                                tg.start_soon(watch_config, self)
+                            if missing:
+                                self.pool.start_discovery(missing, self._discovered.set)
+                            else:
+                                self._discovered.set()
+                            yield
+                            tg.cancel_scope.cancel()
+                    finally:
+                        self._tasks = None
+                        self.bridge.bind(None)
             finally:
-                self._tasks = None
                 self.notifier.close()
                 self.guard.close()
                 with anyio.CancelScope(shield=True):

@@ -31,7 +31,14 @@ from starlette.routing import Route
 
 from hanzo_hub.backends.failures import innermost
 from hanzo_hub.backends.http import open_remote, remote_headers
-from hanzo_hub.backends.oauth import OAuthRecord, OAuthStore, RemoteSpec, VaultTokenStorage, provider
+from hanzo_hub.backends.oauth import (
+    OAuthRecord,
+    OAuthStore,
+    RemoteSpec,
+    VaultTokenStorage,
+    provider,
+    registered_for_less,
+)
 from hanzo_hub.config import HttpServerSpec, HubSettings, SseServerSpec
 from hanzo_hub.errors import AuthorizationFailed, ConfigError, HubError
 from hanzo_hub.hub.launch import load_secrets
@@ -173,6 +180,8 @@ async def login(
     storage = VaultTokenStorage(OAuthStore(settings.vault_dir, settings.sandbox.keyring_service), server, spec, secrets)
     await storage.load()
     storage.record = replace(storage.record, tokens=None, expires_at=None)  # a login always asks anew
+    if registered_for_less(storage.record, storage.configured):
+        storage.record = replace(storage.record, client=None)  # register anew, for the scopes a step-up asked for
     had_client = storage.record.client is not None
     sock = _callback_socket(spec, storage)
     redirect_uri = f"http://127.0.0.1:{sock.getsockname()[1]}{CALLBACK_PATH}"
