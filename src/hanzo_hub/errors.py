@@ -70,6 +70,10 @@ class BackendCrashed(BackendError):
     """The server's connection ended while a request was in flight."""
 
 
+class BackendInvalidAnswer(BackendError):
+    """The server answered a request with a result that breaks the protocol (its connection goes on)."""
+
+
 class AuthorizationRequired(HubError):
     """A remote server wants OAuth authorization the hub does not hold, or can no longer refresh; the message names
     the server and the command that grants it (``hanzo-hub auth login NAME``)."""

@@ -15,7 +15,7 @@ from typing import Any
 
 import mcp_types as types
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 
 from hanzo_hub.backends.lenient import Problems, checked
 from hanzo_hub.backends.snapshot import FORMAT_VERSION, SnapshotStore
@@ -120,3 +120,37 @@ def test_the_doctors_probe_warns_of_a_server_whose_lists_break_the_protocol(make
     assert bad["status"] == "warn"
     assert bad["detail"].startswith("4 tools, 1 resource, 1 prompt live in ")
     assert "list item(s) break the protocol: tool 'loose' repaired" in bad["detail"]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+@pytest.mark.parametrize("path", ["fast", "typed"])
+async def test_a_malformed_call_result_is_an_error_naming_the_server_and_the_rest_goes_on(
+    make_settings: MakeSettings, mode: str, path: str
+) -> None:
+    """On the fast path the downstream's bytes are relayed; a server with ``error_patterns`` takes the typed path (the
+    hub reads its results). Either way the client gets at once an error saying what is wrong, never a result its SDK
+    cannot read nor a timeout, and the server goes on serving."""
+    spec = MALFORMED if path == "fast" else {**MALFORMED, "error_patterns": ["^never$"]}
+    settings = make_settings({"bad": spec}, exposure={"prefix": True})
+    answers: dict[str, tuple[bool, str]] = {}
+    async with Hub.open(settings) as hub, Client(build_server(hub), mode=mode) as client:
+        await client.list_tools()
+        for name in malformed.BROKEN_RESULTS:
+            try:
+                result = await client.call_tool("bad__greet", {"answer": name})
+            except MCPError as exc:  # the typed path relays a downstream's protocol error as one
+                answers[name] = (True, exc.error.message)
+            else:
+                answers[name] = (bool(result.is_error), text_of(result))
+        after = await client.call_tool("bad__greet", {"who": "x"})
+    if path == "typed":  # the SDK's model reads "yes" as true (pydantic's lax booleans): the client gets `true`
+        assert answers.pop("error-flag-not-a-bool") == (True, "x")
+    for name, (failed, text) in answers.items():
+        assert failed, (name, text)
+        assert text.startswith("server 'bad' answered with an invalid "), (name, text)
+    textless = answers["textless"][1]
+    assert (
+        "content[0] (text) has no string 'text'" if path == "fast" else "content.0.TextContent.text: Field required"
+    ) in textless
+    assert not after.is_error
+    assert text_of(after) == 'greet {"who": "x"}'

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import mcp_types as types
 from mcp import MCPError
+from pydantic import ValidationError
 
 from hanzo_hub.config import BackendSettings
-from hanzo_hub.errors import AuthorizationRequired, BackendUnavailable, SandboxError
+from hanzo_hub.errors import AuthorizationRequired, BackendInvalidAnswer, BackendUnavailable, SandboxError
 
-__all__ = ["Backoff", "StderrTail", "describe_failure", "innermost", "needs_login"]
+__all__ = ["Backoff", "StderrTail", "describe_failure", "innermost", "invalid_answer", "needs_login"]
 
 LOG_TAIL_LINES = 3
 
@@ -139,6 +140,14 @@ def describe_failure(exc: BaseException, *, started: bool) -> str:
     if isinstance(leaf, AuthorizationRequired):
         return f"is not authorized ({leaf})"
     return f"failed: {type(leaf).__name__}: {leaf}"
+
+
+def invalid_answer(server: str, exc: ValidationError) -> BackendInvalidAnswer:
+    """The error for a result of ``server`` that does not validate: the model and its first broken field."""
+    first = exc.errors()[0] if exc.error_count() else None
+    where = ".".join(str(part) for part in first["loc"]) if first else ""
+    detail = f": {where}: {first['msg']}" if first else ""
+    return BackendInvalidAnswer(server, f"answered with an invalid {exc.title}{detail}")
 
 
 def needs_login(exc: BaseException) -> bool:

@@ -134,6 +134,30 @@ def _refusal(head: bytes, limit: int, server: str) -> bytes | None:
     return json.dumps(error).encode()
 
 
+def _invalid_answer(frame: bytes, server: str) -> SessionMessage | None:
+    """For a frame that is no valid JSON-RPC message but plainly answers a request of the hub's (an object with an
+    ``id``, a ``result`` or ``error`` and no ``method``): an error answer to that request, so it fails at once with
+    the reason instead of waiting out its timeout. ``None`` for anything else (it surfaces as an exception)."""
+    try:
+        message = json.loads(frame)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or "method" in message or not isinstance(message.get("id"), str | int):
+        return None
+    if "result" in message:
+        reason = "its result is not an object"
+    elif "error" in message:
+        reason = "its error is not a JSON-RPC error object"
+    else:
+        return None
+    logger.warning("%s: its answer to request %r breaks the protocol: %s", server, message["id"], reason)
+    text = f"server {server!r} answered with an invalid message: {reason}"
+    error = types.JSONRPCError(
+        jsonrpc="2.0", id=message["id"], error=types.ErrorData(code=types.INTERNAL_ERROR, message=text)
+    )
+    return SessionMessage(error)
+
+
 class _Wire(asyncio.SubprocessProtocol):
     """The subprocess protocol: splits stdout into frames and routes each one (see the module docstring)."""
 
@@ -275,7 +299,7 @@ class _Wire(asyncio.SubprocessProtocol):
         try:
             item: _Item = SessionMessage(types.jsonrpc_message_adapter.validate_json(frame, by_name=False))
         except ValueError as exc:
-            item = exc
+            item = _invalid_answer(frame, self.server) or exc
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
             self.queue.send_nowait(item)
             self.queued += 1

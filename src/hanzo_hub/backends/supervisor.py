@@ -27,9 +27,10 @@ from mcp import Client, MCPError
 from mcp.server import MCPServer, Server
 from mcp.shared.subscriptions import ResourceUpdated
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from hanzo_hub.backends.base import ConnectContext, build_target, watched
-from hanzo_hub.backends.failures import Backoff, StderrTail, describe_failure, needs_login
+from hanzo_hub.backends.failures import Backoff, StderrTail, describe_failure, invalid_answer, needs_login
 from hanzo_hub.backends.listing import Listing, discover_pinned, fetch_listing
 from hanzo_hub.backends.metrics import NO_METRICS, ServerMetrics
 from hanzo_hub.backends.rawchannel import RawChannel
@@ -197,6 +198,7 @@ class Supervisor:
             BackendUnavailable: the server cannot be started or its circuit is open.
             BackendTimeout: no answer within the deadline.
             BackendCrashed: the connection ended mid-request.
+            BackendInvalidAnswer: the server's answer does not validate.
             MCPError: the server answered with a protocol error (passed through).
         """
         return await self.metrics.timed(self._request(op, timeout or self.call_timeout))
@@ -218,6 +220,8 @@ class Supervisor:
                 if exc.code == types.CONNECTION_CLOSED:
                     raise await self._lost(ended, exc) from None
                 raise
+            except ValidationError as exc:  # the SDK's client read an answer that breaks the protocol
+                raise invalid_answer(self.name, exc) from None
         finally:
             self._done()
         self.backoff.succeeded()

@@ -117,6 +117,43 @@ def _within(result: dict[str, Any], text: bytes | None, cap: int) -> bool:
     return _size(result) <= cap
 
 
+_BLOCK_FIELDS: dict[str, tuple[str, ...]] = {
+    "text": ("text",),
+    "image": ("data", "mimeType"),
+    "audio": ("data", "mimeType"),
+    "resource_link": ("uri", "name"),
+}
+
+
+def _malformed(result: Any) -> str | None:
+    """What makes ``result`` an invalid ``tools/call`` result that the client's SDK could not read (else ``None``).
+
+    A check of the shape alone, a few lookups a block: the fields each known content type requires, the error flag
+    and the structured content. A content type this hub does not know passes (a newer client may know it)."""
+    if not isinstance(result, dict):
+        return "the result is not an object"
+    content = result.get("content")
+    if not isinstance(content, list):
+        return "its content is not a list"
+    for index, block in enumerate(content):
+        if not isinstance(block, dict):
+            return f"content[{index}] is not an object"
+        kind = block.get("type")
+        if kind == "resource":
+            if not isinstance(block.get("resource"), dict):
+                return f"content[{index}] (resource) has no resource object"
+            continue
+        for name in _BLOCK_FIELDS.get(kind, ()):  # type: ignore[arg-type]
+            if not isinstance(block.get(name), str):
+                return f"content[{index}] ({kind}) has no string {name!r}"
+    if not isinstance(result.get("isError", False), bool):
+        return "its isError is not a boolean"
+    structured = result.get("structuredContent")
+    if structured is not None and not isinstance(structured, dict):
+        return "its structuredContent is not an object"
+    return None
+
+
 def _unstamped(result: dict[str, Any]) -> dict[str, Any]:
     """Drop the downstream's ``serverInfo`` stamp: the hub answered (and the front stamps itself)."""
     meta = result.get("_meta")
@@ -413,9 +450,10 @@ class RawToolCalls:
         """The answer as the client may see it: checked, unstamped, and through the policy's result filter when it
         could need redacting or capping (else the downstream's own bytes)."""
         hub = self._hub
-        if not isinstance(raw, dict) or not isinstance(raw.get("content"), list):
-            logger.warning("%s answered tools/call with an invalid result", server)
-            return _error_result(f"server {server!r} answered with an invalid tools/call result"), None
+        problem = _malformed(raw)
+        if problem is not None:
+            logger.warning("server %s answered tools/call with an invalid result: %s", server, problem)
+            return _error_result(f"server {server!r} answered with an invalid tools/call result: {problem}"), None
         self.fast_calls += 1
         unstamped = _unstamped(raw)
         if unstamped is not raw:
@@ -427,8 +465,9 @@ class RawToolCalls:
             return passed, text  # nothing to redact, nothing to cap: the bytes pass as they came
         try:
             typed = types.CallToolResult.model_validate(raw, by_name=False)
-        except ValueError:
-            return _error_result(f"server {server!r} answered with an invalid tools/call result"), None
+        except ValueError as exc:
+            reason = str(exc).splitlines()[0]
+            return _error_result(f"server {server!r} answered with an invalid tools/call result: {reason}"), None
         return _dump(hub.guard.release(admission, typed)), None
 
 
