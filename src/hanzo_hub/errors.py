@@ -70,6 +70,10 @@ class BackendCrashed(BackendError):
     """The server's connection ended while a request was in flight."""
 
 
+class BackendNeedsLogin(BackendError):
+    """The server refused a request for want of an OAuth login the hub lacks (more scopes); its connection goes on."""
+
+
 class BackendInvalidAnswer(BackendError):
     """The server answered a request with a result that breaks the protocol (its connection goes on)."""
 

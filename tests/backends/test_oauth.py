@@ -85,7 +85,7 @@ async def test_login_then_serving_uses_the_stored_tokens(make_settings: MakeSett
     with oauth_server() as origin:
         settings = make_settings({"remote": remote(origin)}, exposure=PREFIXED)
         result = await do_login(settings)
-        assert result.tools == 4
+        assert result.tools == 5
         assert result.registered
         record = stored(settings)
         assert record is not None
@@ -208,7 +208,7 @@ async def test_oauth_over_legacy_sse(make_settings: MakeSettings) -> None:
     with oauth_server(mode="sse") as origin:
         settings = make_settings({"old": remote(origin, "sse")}, exposure=PREFIXED)
         result = await do_login(settings, "old")
-        assert result.tools == 4
+        assert result.tools == 5
         assert result.record is not None
         failed, text = await call(settings, "old__whoami")
         assert not failed
@@ -253,7 +253,7 @@ def test_the_auth_commands_log_in_report_and_log_out(make_settings: MakeSettings
         anyio.run(browser, url)
         out, err = proc.communicate(timeout=30)
         assert proc.returncode == 0, err
-        assert out.startswith("logged in to 'remote': 4 tools; the token expires in 60 min, refreshed automatically")
+        assert out.startswith("logged in to 'remote': 5 tools; the token expires in 60 min, refreshed automatically")
 
         status = subprocess.run(
             _cli(settings, "status", "--json"), cwd=REPO, capture_output=True, text=True, check=True
@@ -301,7 +301,7 @@ def test_the_doctor_reports_oauth_logins(make_settings: MakeSettings) -> None:
         detail = checks["server:remote"]["detail"]
         assert "OAuth login (the token expires in 60 min, refreshed automatically, scope mcp)" in detail
         assert checks["probe:remote"]["status"] == "ok"
-        assert checks["probe:remote"]["detail"].startswith("4 tools")
+        assert checks["probe:remote"]["detail"].startswith("5 tools")
 
 
 class UrlClient:
@@ -396,25 +396,53 @@ async def test_a_tool_that_needs_more_scopes_gets_them_through_a_new_login(
 
 
 async def test_a_step_up_without_a_client_names_the_scopes_and_the_login_command(make_settings: MakeSettings) -> None:
+    """On streamable HTTP the refused call alone fails: the connection goes on serving what the login grants, and a
+    login made meanwhile (`hanzo-hub auth login`, here in the same process) serves the call without a restart."""
     with oauth_server() as origin:
         settings = make_settings({"remote": remote(origin)}, exposure=PREFIXED)
         await listed_after_login(settings)
         async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
             await client.list_tools()
             reset = await client.call_tool("remote__admin_reset", {})
-            whoami = await client.call_tool("remote__whoami", {})  # the login still serves what it was granted
+            whoami = await client.call_tool("remote__whoami", {})
+            status = hub.pool.get("remote").status()
+            record = stored(settings)
+            login = await do_login(settings)  # asks for the union
+            again = await client.call_tool("remote__admin_reset", {})
+            after = hub.pool.get("remote").status()
         assert reset.is_error
         assert "the server asks for more scopes (mcp admin)" in text_of(reset)
         assert "hanzo-hub auth login remote" in text_of(reset)
         assert not whoami.is_error, text_of(whoami)
-        record = stored(settings)
+        assert status["needs_login"]
         assert record is not None
         assert record.scope_wanted == "mcp admin"
-        result = await do_login(settings)  # `hanzo-hub auth login remote` asks for the union
-        assert result.record is not None
-        assert result.record.tokens is not None
-        assert result.record.tokens.scope == "mcp admin"
-        assert await call(settings, "remote__admin_reset") == (False, "reset by alice with scopes mcp admin")
+        assert login.record is not None
+        assert login.record.tokens is not None
+        assert login.record.tokens.scope == "mcp admin"
+        assert (again.is_error, text_of(again)) == (False, "reset by alice with scopes mcp admin")
+        assert (after["starts"], after["failures"]) == (status["starts"], 0)
+
+
+async def test_a_step_up_fails_only_its_own_call(make_settings: MakeSettings) -> None:
+    with oauth_server() as origin:
+        settings = make_settings({"remote": remote(origin)}, exposure=PREFIXED)
+        await listed_after_login(settings)
+        results: dict[str, types.CallToolResult] = {}
+        async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
+            await client.call_tool("remote__whoami", {})
+
+            async def waiting() -> None:
+                results["wait"] = await client.call_tool("remote__wait", {"seconds": 1.0})
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(waiting)
+                await anyio.sleep(0.3)
+                results["reset"] = await client.call_tool("remote__admin_reset", {})
+            status = hub.pool.get("remote").status()
+        assert "the server asks for more scopes (mcp admin)" in text_of(results["reset"])
+        assert (results["wait"].is_error, text_of(results["wait"])) == (False, "waited")
+        assert (status["starts"], status["state"]) == (1, "running")
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
@@ -469,12 +497,13 @@ async def test_a_server_never_logged_in_offers_a_login_tool(make_settings: MakeS
             echoed = await client.call_tool("remote__echo_token", {})  # the vault was empty when the hub started
         assert {n for n in before if n.startswith("remote__")} == {"remote__login"}
         assert not result.is_error, text_of(result)
-        assert text_of(result) == "Logged in to 'remote'; its 4 tools are listed now."
+        assert text_of(result) == "Logged in to 'remote'; its 5 tools are listed now."
         assert {n for n in after if n.startswith("remote__")} == {
             "remote__whoami",
             "remote__add",
             "remote__echo_token",
             "remote__admin_reset",
+            "remote__wait",
         }
         assert text_of(whoami).startswith("alice via ")
         assert text_of(echoed) == "[redacted:oauth.remote.access]"

@@ -12,10 +12,17 @@ import mcp_types as types
 from mcp import MCPError
 from pydantic import ValidationError
 
+from hanzo_hub.backends.oauth import LOGIN_NEEDED
 from hanzo_hub.config import BackendSettings
-from hanzo_hub.errors import AuthorizationRequired, BackendInvalidAnswer, BackendUnavailable, SandboxError
+from hanzo_hub.errors import (
+    AuthorizationRequired,
+    BackendInvalidAnswer,
+    BackendNeedsLogin,
+    BackendUnavailable,
+    SandboxError,
+)
 
-__all__ = ["Backoff", "StderrTail", "describe_failure", "innermost", "invalid_answer", "needs_login"]
+__all__ = ["Backoff", "StderrTail", "describe_failure", "innermost", "invalid_answer", "login_refusal", "needs_login"]
 
 LOG_TAIL_LINES = 3
 
@@ -148,6 +155,15 @@ def invalid_answer(server: str, exc: ValidationError) -> BackendInvalidAnswer:
     where = ".".join(str(part) for part in first["loc"]) if first else ""
     detail = f": {where}: {first['msg']}" if first else ""
     return BackendInvalidAnswer(server, f"answered with an invalid {exc.title}{detail}")
+
+
+def login_refusal(server: str, exc: MCPError) -> BackendNeedsLogin | None:
+    """The error for a request that ``server``'s connection answered for want of a login (a step-up answered in
+    place, marked :data:`~hanzo_hub.backends.oauth.LOGIN_NEEDED`), else ``None``."""
+    data = exc.error.data
+    if isinstance(data, dict) and data.get("reason") == LOGIN_NEEDED:
+        return BackendNeedsLogin(server, f"is not authorized ({exc.error.message})")
+    return None
 
 
 def needs_login(exc: BaseException) -> bool:

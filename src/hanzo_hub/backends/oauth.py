@@ -15,7 +15,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ import httpx2
 from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
 from mcp.client.auth.utils import extract_field_from_www_auth
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp_types import INTERNAL_ERROR
 from pydantic import AnyUrl, PrivateAttr
 
 from hanzo_hub.config import HttpServerSpec, SseServerSpec
@@ -182,6 +183,13 @@ class OAuthStore:
             self._vault = Vault(self._dir, keyring_service=self._keyring)
         return self._vault
 
+    def modified(self) -> int:
+        """The vault file's modification time (ns; 0 while there is none): a cheap test of whether it changed."""
+        try:
+            return (self._dir / "secrets.json").stat().st_mtime_ns
+        except OSError:
+            return 0
+
     def load_sync(self, server: str) -> OAuthRecord | None:
         """``server``'s record; ``None`` when there is none or it does not parse (logged).
 
@@ -277,6 +285,40 @@ class VaultTokenStorage:
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
         self.record = replace(self.record, client=client_info, updated=time.time())
         await self.store.save(self.server, self.record)
+
+
+LOGIN_NEEDED = "hanzo-hub/login-needed"
+"""``error.data.reason`` of the JSON-RPC error a step-up answers its request with (see :class:`_ServingProvider`)."""
+
+
+class _Answer(httpx2.AsyncByteStream):
+    """A response body put in place of the server's, whose own body is closed with it (unread)."""
+
+    def __init__(self, body: bytes, replaced: httpx2.AsyncByteStream | httpx2.SyncByteStream) -> None:
+        self._body = body
+        self._replaced = replaced
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield self._body
+
+    async def aclose(self) -> None:
+        if isinstance(self._replaced, httpx2.AsyncByteStream):
+            await self._replaced.aclose()
+
+
+def _answer_instead(response: httpx2.Response, request: httpx2.Request, message: str) -> None:
+    """Put a JSON-RPC error answering ``request`` (``message``, marked :data:`LOGIN_NEEDED`) in place of the unread
+    body of ``response``: the SDK's streamable HTTP client reads a non-2xx JSON body as the request's answer."""
+    try:
+        request_id = json.loads(request.content).get("id")
+    except (ValueError, AttributeError, httpx2.RequestNotRead):
+        request_id = None
+    error = {"code": INTERNAL_ERROR, "message": message, "data": {"reason": LOGIN_NEEDED}}
+    body = json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
+    for name in ("content-encoding", "content-length", "transfer-encoding"):
+        response.headers.pop(name, None)
+    response.headers["content-type"] = "application/json"
+    response.stream = _Answer(body, response.stream)
 
 
 def union_scopes(*scopes: str | None) -> str:
@@ -387,19 +429,36 @@ class _ServingProvider(_Provider):
     """The provider a serving connection uses. Where the SDK would start a new authorization (a 401 to a token the
     hub held), it tries the refresh token once instead (a server that dropped its access tokens, or revoked one
     early, usually still honours the refresh token); where that is not possible or is refused, it raises
-    :class:`AuthorizationRequired` naming the login command. It never sends anyone to a browser."""
+    :class:`AuthorizationRequired` naming the login command. It never sends anyone to a browser.
+
+    A 403 ``insufficient_scope`` (a step-up) needs a new login for more scopes: the scopes are kept with the login,
+    ``login_needed`` is told, and on streamable HTTP (``in_place``) the request alone fails, with a JSON-RPC error
+    marked :data:`LOGIN_NEEDED` in place of the server's answer, while the connection and the other requests on it
+    go on; once the vault changes (a login), the next request reloads the tokens. Over legacy SSE, whose client
+    cannot fail one request, it raises :class:`AuthorizationRequired` and the connection ends."""
 
     def __init__(
-        self, storage: VaultTokenStorage, server: str, login_needed: Callable[[], None] | None = None, **kwargs: Any
+        self,
+        storage: VaultTokenStorage,
+        server: str,
+        login_needed: Callable[[], None] | None = None,
+        *,
+        in_place: bool = False,
+        **kwargs: Any,
     ) -> None:
         super().__init__(storage, **kwargs)
         self._server = server
         self._refreshed_on_401 = False
         self._login_needed = login_needed
+        self._in_place = in_place
         self._step_up = False
+        self._awaiting_login: int | None = None
+        """The vault's modification time when a step-up asked for a login (``None``: none pending)."""
 
     async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         # The SDK's flow, watched for a 403 insufficient_scope: that is a step-up, which no refresh can grant.
+        if self._awaiting_login is not None and self._vault_storage.store.modified() != self._awaiting_login:
+            await self._reload()
         flow = super()._auth_flow(request)
         try:
             sent = await flow.__anext__()
@@ -409,6 +468,10 @@ class _ServingProvider(_Provider):
                     response.status_code == 403
                     and extract_field_from_www_auth(response, "error") == "insufficient_scope"
                 ):
+                    if self._in_place:
+                        await self._stepped_up(self._wanted(response))
+                        _answer_instead(response, request, self._step_up_message(self._wanted(response)))
+                        return
                     self._step_up = True
                 sent = await flow.asend(response)
         except StopAsyncIteration:
@@ -416,17 +479,40 @@ class _ServingProvider(_Provider):
         finally:  # closed here, in this task: the SDK's flow holds its lock across the yields
             await flow.aclose()
 
+    def _wanted(self, response: httpx2.Response) -> str:
+        """What a step-up asks for: the scopes asked for and granted so far, with the challenged ones (SEP-2350)."""
+        granted = self.context.current_tokens.scope if self.context.current_tokens else None
+        return union_scopes(self.context.client_metadata.scope, granted, extract_field_from_www_auth(response, "scope"))
+
+    def _step_up_message(self, wanted: str) -> str:
+        return f"the server asks for more scopes ({wanted}); {login_hint(self._server)}"
+
+    async def _stepped_up(self, wanted: str) -> None:
+        """Keep the scopes with the login, so a login through the client (or `hanzo-hub auth login`) asks for all
+        of them, and say that a login is needed."""
+        await self._vault_storage.want_scope(wanted)
+        self._awaiting_login = self._vault_storage.store.modified()
+        if self._login_needed is not None:
+            self._login_needed()
+
+    async def _reload(self) -> None:
+        """The vault changed since a step-up: take the login it may hold now (the SDK reads it on its next request)."""
+        async with self.context.lock:
+            try:
+                await self._vault_storage.load()
+            except VaultError as exc:
+                logger.warning("server %s: OAuth record unreadable: %s", self._server, exc)
+                return
+            self._awaiting_login = None
+            self._initialized = False
+
     async def _perform_authorization(self) -> httpx2.Request:
         tokens = self.context.current_tokens
-        if self._step_up:
-            # The SDK has put the union of the granted and the challenged scopes in the client metadata: kept with
-            # the login, so the login through the client (or `hanzo-hub auth login`) asks for all of them.
+        if self._step_up:  # legacy SSE (see the class): the SDK put the union in the client metadata
             self._step_up = False
             wanted = self.context.client_metadata.scope or ""
-            await self._vault_storage.want_scope(wanted)
-            if self._login_needed is not None:
-                self._login_needed()
-            raise AuthorizationRequired(f"the server asks for more scopes ({wanted}); {login_hint(self._server)}")
+            await self._stepped_up(wanted)
+            raise AuthorizationRequired(self._step_up_message(wanted))
         if tokens is not None and tokens.refresh_token and self.context.client_info and not self._refreshed_on_401:
             self._refreshed_on_401 = True
             return await self._refresh_token()
@@ -496,6 +582,7 @@ async def authorization(
         storage,
         server,
         login_needed,
+        in_place=spec.kind == "http",
         server_url=spec.url,
         client_metadata=client_metadata(spec, _redirect_uri(storage)),
         client_metadata_url=spec.oauth.client_metadata_url if spec.oauth is not None else None,

@@ -30,7 +30,14 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from hanzo_hub.backends.base import ConnectContext, build_target, watched
-from hanzo_hub.backends.failures import Backoff, StderrTail, describe_failure, invalid_answer, needs_login
+from hanzo_hub.backends.failures import (
+    Backoff,
+    StderrTail,
+    describe_failure,
+    invalid_answer,
+    login_refusal,
+    needs_login,
+)
 from hanzo_hub.backends.listing import Listing, discover_pinned, fetch_listing
 from hanzo_hub.backends.metrics import NO_METRICS, ServerMetrics
 from hanzo_hub.backends.rawchannel import RawChannel
@@ -199,6 +206,7 @@ class Supervisor:
             BackendTimeout: no answer within the deadline.
             BackendCrashed: the connection ended mid-request.
             BackendInvalidAnswer: the server's answer does not validate.
+            BackendNeedsLogin: the server refused the request for want of a login (a step-up); the connection goes on.
             MCPError: the server answered with a protocol error (passed through).
         """
         return await self.metrics.timed(self._request(op, timeout or self.call_timeout))
@@ -219,7 +227,7 @@ class Supervisor:
             except MCPError as exc:
                 if exc.code == types.CONNECTION_CLOSED:
                     raise await self._lost(ended, exc) from None
-                raise
+                raise login_refusal(self.name, exc) or exc from None
             except ValidationError as exc:  # the SDK's client read an answer that breaks the protocol
                 raise invalid_answer(self.name, exc) from None
         finally:
@@ -256,7 +264,7 @@ class Supervisor:
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED:
                 raise await self._lost(ended, exc) from None
-            raise
+            raise login_refusal(self.name, exc) or exc from None
         finally:
             self._done()
         self.backoff.succeeded()
