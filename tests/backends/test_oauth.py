@@ -215,6 +215,26 @@ async def test_oauth_over_legacy_sse(make_settings: MakeSettings) -> None:
         assert text.startswith("alice via ")
 
 
+async def test_a_login_lost_over_legacy_sse_fails_the_call_at_once_with_the_reason(make_settings: MakeSettings) -> None:
+    """The SDK's legacy SSE client swallows an error raised while posting (its writer stops): the hub ends the
+    connection itself, so the call fails at once, not after its timeout, and says which login to make."""
+    with oauth_server(mode="sse") as origin:
+        settings = make_settings({"old": remote(origin, "sse")}, exposure=PREFIXED)
+        await do_login(settings, "old")
+        async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
+            assert not (await client.call_tool("old__whoami", {})).is_error
+            httpx2.post(f"{origin}/forget")  # the grant is gone, refresh token too
+            with anyio.fail_after(5):  # the call timeout is 10 s
+                lost = await client.call_tool("old__whoami", {})
+                again = await client.call_tool("old__add", {"a": 1, "b": 2})
+            status = hub.pool.get("old").status()
+        for result in (lost, again):
+            assert result.is_error
+            assert "the server no longer accepts the stored login" in text_of(result)
+            assert "hanzo-hub auth login old" in text_of(result)
+        assert status["needs_login"]
+
+
 async def test_a_login_for_another_url_is_never_sent(make_settings: MakeSettings) -> None:
     with oauth_server() as first, oauth_server() as second:
         settings = make_settings({"remote": remote(first)})

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
+import anyio
 import httpx2
 from mcp.client._transport import TransportStreams
 from mcp.client.sse import sse_client
@@ -15,6 +16,7 @@ from hanzo_hub.backends.base import ConnectContext
 from hanzo_hub.backends.http_caps import capped_client
 from hanzo_hub.backends.oauth import authorization, unauthorized_hook
 from hanzo_hub.config import HttpServerSpec, SseServerSpec
+from hanzo_hub.errors import AuthorizationRequired
 from hanzo_hub.sandbox.vault import expand_secrets
 
 MAX_MESSAGE_BYTES = 64 * 1024**2
@@ -91,12 +93,31 @@ async def connect_streamable(spec: HttpServerSpec, context: ConnectContext) -> A
 
 @asynccontextmanager
 async def connect_sse(spec: SseServerSpec, context: ConnectContext) -> AsyncIterator[TransportStreams]:
-    """A legacy HTTP+SSE transport, with the hub's OAuth login for the server if it holds one."""
+    """A legacy HTTP+SSE transport, with the hub's OAuth login for the server if it holds one.
+
+    The SDK's client swallows an error raised while it posts a request: its writer stops, and the request (and every
+    later one) waits out its timeout. A login the server no longer accepts ends the connection here instead, with
+    that error, so the request fails at once with the reason and the login command."""
+    refusals: list[AuthorizationRequired] = []
+    refused = anyio.Event()
+
+    def refuse(exc: AuthorizationRequired) -> None:
+        refusals.append(exc)
+        refused.set()
+
     auth = await authorization(
-        spec, context.server, context.oauth, context.secrets, context.learn_secret, context.login_needed
+        spec, context.server, context.oauth, context.secrets, context.learn_secret, context.login_needed, refuse
     )
     headers = remote_headers(spec, context.secrets)
-    async with open_remote(
-        spec, context.server, headers, context.connect_timeout, auth, context.max_message_bytes
-    ) as streams:
+
+    async def end_when_refused() -> None:
+        await refused.wait()
+        raise refusals[0]
+
+    async with (
+        open_remote(spec, context.server, headers, context.connect_timeout, auth, context.max_message_bytes) as streams,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(end_when_refused)
         yield streams
+        tg.cancel_scope.cancel()
