@@ -16,7 +16,7 @@ import anyio
 import httpx2
 import mcp_types as types
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 
 from hanzo_hub.backends.oauth import OAuthRecord, OAuthStore, record_name, union_scopes
 from hanzo_hub.config import HubSettings
@@ -85,7 +85,7 @@ async def test_login_then_serving_uses_the_stored_tokens(make_settings: MakeSett
     with oauth_server() as origin:
         settings = make_settings({"remote": remote(origin)}, exposure=PREFIXED)
         result = await do_login(settings)
-        assert result.tools == 5
+        assert result.tools == 6
         assert result.registered
         record = stored(settings)
         assert record is not None
@@ -208,7 +208,7 @@ async def test_oauth_over_legacy_sse(make_settings: MakeSettings) -> None:
     with oauth_server(mode="sse") as origin:
         settings = make_settings({"old": remote(origin, "sse")}, exposure=PREFIXED)
         result = await do_login(settings, "old")
-        assert result.tools == 5
+        assert result.tools == 6
         assert result.record is not None
         failed, text = await call(settings, "old__whoami")
         assert not failed
@@ -233,6 +233,35 @@ async def test_a_login_lost_over_legacy_sse_fails_the_call_at_once_with_the_reas
             assert "the server no longer accepts the stored login" in text_of(result)
             assert "hanzo-hub auth login old" in text_of(result)
         assert status["needs_login"]
+
+
+@pytest.mark.parametrize("kind", ["http", "sse"])
+async def test_a_post_the_server_refuses_fails_its_call_at_once_and_the_next_call_works(
+    make_settings: MakeSettings, kind: str
+) -> None:
+    """HTTP 500 to one request, and a step-up the login cannot serve. Streamable HTTP fails the request alone; over
+    legacy SSE, whose client cannot, the connection ends with the reason and the next call starts a new one."""
+    mode = "sse" if kind == "sse" else "ok"
+    with oauth_server(mode=mode) as origin:
+        settings = make_settings({"remote": remote(origin, kind)}, exposure=PREFIXED)
+        await listed_after_login(settings)
+        async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
+            with anyio.fail_after(5):  # the call timeout is 10 s
+                try:
+                    exploded = text_of(await client.call_tool("remote__explode", {}))
+                except MCPError as exc:  # streamable HTTP: the SDK's error for the request, relayed as one
+                    exploded = exc.error.message
+                after_500 = await client.call_tool("remote__add", {"a": 1, "b": 2})
+                reset = await client.call_tool("remote__admin_reset", {})
+                after_403 = await client.call_tool("remote__add", {"a": 2, "b": 2})
+            starts = hub.pool.get("remote").status()["starts"]
+        expected = "server 'remote' refused a request with HTTP 500" if kind == "sse" else "error response"
+        assert expected in exploded
+        assert (after_500.is_error, text_of(after_500)) == (False, "3")
+        assert reset.is_error
+        assert "the server asks for more scopes (mcp admin)" in text_of(reset)
+        assert (after_403.is_error, text_of(after_403)) == (False, "4")
+        assert starts == (3 if kind == "sse" else 1)
 
 
 async def test_a_login_for_another_url_is_never_sent(make_settings: MakeSettings) -> None:
@@ -273,7 +302,7 @@ def test_the_auth_commands_log_in_report_and_log_out(make_settings: MakeSettings
         anyio.run(browser, url)
         out, err = proc.communicate(timeout=30)
         assert proc.returncode == 0, err
-        assert out.startswith("logged in to 'remote': 5 tools; the token expires in 60 min, refreshed automatically")
+        assert out.startswith("logged in to 'remote': 6 tools; the token expires in 60 min, refreshed automatically")
 
         status = subprocess.run(
             _cli(settings, "status", "--json"), cwd=REPO, capture_output=True, text=True, check=True
@@ -321,7 +350,7 @@ def test_the_doctor_reports_oauth_logins(make_settings: MakeSettings) -> None:
         detail = checks["server:remote"]["detail"]
         assert "OAuth login (the token expires in 60 min, refreshed automatically, scope mcp)" in detail
         assert checks["probe:remote"]["status"] == "ok"
-        assert checks["probe:remote"]["detail"].startswith("5 tools")
+        assert checks["probe:remote"]["detail"].startswith("6 tools")
 
 
 class UrlClient:
@@ -517,13 +546,14 @@ async def test_a_server_never_logged_in_offers_a_login_tool(make_settings: MakeS
             echoed = await client.call_tool("remote__echo_token", {})  # the vault was empty when the hub started
         assert {n for n in before if n.startswith("remote__")} == {"remote__login"}
         assert not result.is_error, text_of(result)
-        assert text_of(result) == "Logged in to 'remote'; its 5 tools are listed now."
+        assert text_of(result) == "Logged in to 'remote'; its 6 tools are listed now."
         assert {n for n in after if n.startswith("remote__")} == {
             "remote__whoami",
             "remote__add",
             "remote__echo_token",
             "remote__admin_reset",
             "remote__wait",
+            "remote__explode",
         }
         assert text_of(whoami).startswith("alice via ")
         assert text_of(echoed) == "[redacted:oauth.remote.access]"

@@ -16,6 +16,7 @@ from hanzo_hub.backends.oauth import LOGIN_NEEDED
 from hanzo_hub.config import BackendSettings
 from hanzo_hub.errors import (
     AuthorizationRequired,
+    BackendError,
     BackendInvalidAnswer,
     BackendNeedsLogin,
     BackendUnavailable,
@@ -146,6 +147,8 @@ def describe_failure(exc: BaseException, *, started: bool) -> str:
         return f"cannot be launched: {leaf}"
     if isinstance(leaf, AuthorizationRequired):
         return f"is not authorized ({leaf})"
+    if isinstance(leaf, BackendError):  # the hub's own account of what went wrong (e.g. ``sse_posts``)
+        return leaf.reason
     return f"failed: {type(leaf).__name__}: {leaf}"
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 
 import anyio
@@ -12,11 +12,11 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import McpHttpClientFactory
 
+from hanzo_hub.backends import sse_posts
 from hanzo_hub.backends.base import ConnectContext
 from hanzo_hub.backends.http_caps import capped_client
 from hanzo_hub.backends.oauth import authorization, unauthorized_hook
 from hanzo_hub.config import HttpServerSpec, SseServerSpec
-from hanzo_hub.errors import AuthorizationRequired
 from hanzo_hub.sandbox.vault import expand_secrets
 
 MAX_MESSAGE_BYTES = 64 * 1024**2
@@ -30,17 +30,26 @@ def remote_headers(spec: HttpServerSpec | SseServerSpec, secrets: Mapping[str, s
     return {name: expand_secrets(value.get_secret_value(), secrets) for name, value in spec.headers.items()}
 
 
-def _client_factory(server: str, oauth: httpx2.Auth | None, max_message_bytes: int) -> McpHttpClientFactory:
+def _client_factory(
+    server: str,
+    oauth: httpx2.Auth | None,
+    max_message_bytes: int,
+    post_failed: Callable[[Exception], None] | None = None,
+) -> McpHttpClientFactory:
     """HTTP clients carrying the server's OAuth (a login the hub holds) or, without one, turning a 401 into
-    ``AuthorizationRequired`` with the command that logs in; answers capped at ``max_message_bytes`` (0: no cap)."""
+    ``AuthorizationRequired`` with the command that logs in; answers capped at ``max_message_bytes`` (0: no cap);
+    ``post_failed`` told of each request a legacy SSE client fails to post (``sse_posts``)."""
 
     def factory(
         headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None, auth: httpx2.Auth | None = None
     ) -> httpx2.AsyncClient:
         hooks = {} if oauth is not None else {"response": [unauthorized_hook(server)]}
-        return capped_client(
+        client = capped_client(
             server, max_message_bytes, headers=headers, timeout=timeout, auth=oauth or auth, event_hooks=hooks
         )
+        if post_failed is not None:
+            sse_posts.watch(client, server, post_failed)
+        return client
 
     return factory
 
@@ -53,12 +62,13 @@ async def open_remote(
     connect_timeout: float,
     oauth: httpx2.Auth | None,
     max_message_bytes: int = MAX_MESSAGE_BYTES,
+    post_failed: Callable[[Exception], None] | None = None,
 ) -> AsyncIterator[TransportStreams]:
     """A streamable HTTP or legacy SSE transport to ``spec`` with ``headers`` and ``oauth`` (see ``_client_factory``);
     the HTTP client lives as long as the connection. Serving and ``hanzo-hub auth login`` both connect through it.
     An answer (a JSON body, or one server-sent event) over ``max_message_bytes`` is an error for the request it
-    answered (``backends.http_caps``; 0: no cap)."""
-    factory = _client_factory(server, oauth, max_message_bytes)
+    answered (``backends.http_caps``; 0: no cap). ``post_failed``: see ``connect_sse``."""
+    factory = _client_factory(server, oauth, max_message_bytes, post_failed)
     if isinstance(spec, HttpServerSpec):
         timeout = httpx2.Timeout(connect_timeout, read=READ_TIMEOUT)
         event_cap = max_message_bytes or None
@@ -96,28 +106,29 @@ async def connect_sse(spec: SseServerSpec, context: ConnectContext) -> AsyncIter
     """A legacy HTTP+SSE transport, with the hub's OAuth login for the server if it holds one.
 
     The SDK's client swallows an error raised while it posts a request: its writer stops, and the request (and every
-    later one) waits out its timeout. A login the server no longer accepts ends the connection here instead, with
-    that error, so the request fails at once with the reason and the login command."""
-    refusals: list[AuthorizationRequired] = []
-    refused = anyio.Event()
+    later one) waits out its timeout. A failed post (a login the server no longer accepts, an error status, a network
+    failure) ends the connection here instead, with that error, so the request fails at once and says why."""
+    failures: list[Exception] = []
+    failed = anyio.Event()
 
-    def refuse(exc: AuthorizationRequired) -> None:
-        refusals.append(exc)
-        refused.set()
+    def post_failed(exc: Exception) -> None:
+        failures.append(exc)
+        failed.set()
 
     auth = await authorization(
-        spec, context.server, context.oauth, context.secrets, context.learn_secret, context.login_needed, refuse
+        spec, context.server, context.oauth, context.secrets, context.learn_secret, context.login_needed
     )
     headers = remote_headers(spec, context.secrets)
 
-    async def end_when_refused() -> None:
-        await refused.wait()
-        raise refusals[0]
+    async def end_when_a_post_failed() -> None:
+        await failed.wait()
+        raise failures[0]
 
+    timeout, cap = context.connect_timeout, context.max_message_bytes
     async with (
-        open_remote(spec, context.server, headers, context.connect_timeout, auth, context.max_message_bytes) as streams,
+        open_remote(spec, context.server, headers, timeout, auth, cap, post_failed) as streams,
         anyio.create_task_group() as tg,
     ):
-        tg.start_soon(end_when_refused)
+        tg.start_soon(end_when_a_post_failed)
         yield streams
         tg.cancel_scope.cancel()

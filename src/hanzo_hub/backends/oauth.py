@@ -435,9 +435,7 @@ class _ServingProvider(_Provider):
     ``login_needed`` is told, and on streamable HTTP (``in_place``) the request alone fails, with a JSON-RPC error
     marked :data:`LOGIN_NEEDED` in place of the server's answer, while the connection and the other requests on it
     go on; once the vault changes (a login), the next request reloads the tokens. Over legacy SSE, whose client
-    cannot fail one request, it raises :class:`AuthorizationRequired` and the connection ends. Every such error is
-    also handed to ``refused``: the SDK's legacy SSE client swallows an error raised while it posts a request (its
-    writer just stops), so the transport ends the connection itself (``http.connect_sse``)."""
+    cannot fail one request, it raises :class:`AuthorizationRequired` and the connection ends (``sse_posts``)."""
 
     def __init__(
         self,
@@ -446,12 +444,10 @@ class _ServingProvider(_Provider):
         login_needed: Callable[[], None] | None = None,
         *,
         in_place: bool = False,
-        refused: Callable[[AuthorizationRequired], None] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(storage, **kwargs)
         self._server = server
-        self._refused = refused
         self._refreshed_on_401 = False
         self._login_needed = login_needed
         self._in_place = in_place
@@ -480,10 +476,6 @@ class _ServingProvider(_Provider):
                 sent = await flow.asend(response)
         except StopAsyncIteration:
             return
-        except AuthorizationRequired as exc:
-            if self._refused is not None:
-                self._refused(exc)
-            raise
         finally:  # closed here, in this task: the SDK's flow holds its lock across the yields
             await flow.aclose()
 
@@ -571,7 +563,6 @@ async def authorization(
     secrets: Mapping[str, str],
     learn: Callable[[str, str], None] | None = None,
     login_needed: Callable[[], None] | None = None,
-    refused: Callable[[AuthorizationRequired], None] | None = None,
 ) -> httpx2.Auth | None:
     """The auth a serving connection to ``spec`` uses: the OAuth provider when the hub holds a login for it, else
     ``None`` (the connection then gets :func:`unauthorized_hook`). Never interactive. ``learn`` receives every
@@ -592,7 +583,6 @@ async def authorization(
         server,
         login_needed,
         in_place=spec.kind == "http",
-        refused=refused,
         server_url=spec.url,
         client_metadata=client_metadata(spec, _redirect_uri(storage)),
         client_metadata_url=spec.oauth.client_metadata_url if spec.oauth is not None else None,

@@ -34,6 +34,7 @@ from hanzo_hub.backends.failures import (
     Backoff,
     StderrTail,
     describe_failure,
+    innermost,
     invalid_answer,
     login_refusal,
     needs_login,
@@ -43,7 +44,7 @@ from hanzo_hub.backends.metrics import NO_METRICS, ServerMetrics
 from hanzo_hub.backends.rawchannel import RawChannel
 from hanzo_hub.backends.snapshot import file_key
 from hanzo_hub.config import BackendSettings, ServerSpec
-from hanzo_hub.errors import BackendCrashed, BackendTimeout, BackendUnavailable
+from hanzo_hub.errors import BackendCrashed, BackendTimeout, BackendUnavailable, HubError
 
 logger = logging.getLogger(__name__)
 
@@ -145,6 +146,8 @@ class Supervisor:
         """Removed from the pool (a reloaded config): it never starts again."""
         self.needs_login = False
         """Its last start failed for want of an OAuth login (``hub/login_prompt.py`` may get one)."""
+        self._end_reason: str | None = None
+        """Why the hub ended the last connection, when the hub's own error did (requests lost with it say so)."""
         self.last_used = 0.0
         self.backoff = Backoff(name, settings, clock)
         self._preparing = False  # an install (prepare_start hook) or a queue for a slot: waiters wait it out
@@ -279,8 +282,8 @@ class Supervisor:
             return BackendCrashed(self.name, f"broke off its answer ({exc.error.message})")
         with anyio.move_on_after(self._settings.shutdown_timeout + STOP_GRACE):
             await ended.wait()
-        if self.needs_login and self.backoff.last_error:  # e.g. a step-up: the login and the scopes it lacks
-            return BackendCrashed(self.name, self.backoff.last_error)
+        if self._end_reason:  # the hub ended it and knows why (a login the server refuses, a failed post)
+            return BackendCrashed(self.name, self._end_reason)
         return BackendCrashed(self.name, f"closed its connection mid-request{self._stderr.hint()}")
 
     @asynccontextmanager
@@ -440,6 +443,7 @@ class Supervisor:
     async def _run(self, attempt: _Attempt) -> None:
         """The connection task: connect, serve until stopped or lost, clean up. Never raises."""
         lost = anyio.Event()
+        self._end_reason = None
         try:
             # The handshake deadline is a watchdog cancelling this whole scope: a deadline scope around entering
             # the client alone would have to exit while the client's own task groups are still open.
@@ -454,6 +458,7 @@ class Supervisor:
         except Exception as exc:  # task boundary: a broken downstream must never take the hub down
             self.needs_login = needs_login(exc)
             reason = describe_failure(exc, started=attempt.ready.is_set())
+            self._end_reason = reason if isinstance(innermost(exc), HubError) else None
             self.backoff.record(f"{reason}{self._stderr.hint()}")
             if self.needs_login:
                 try:
