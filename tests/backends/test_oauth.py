@@ -373,6 +373,11 @@ class UrlClient:
             self.completed.append(message.params.elicitation_id)
 
 
+def browsing_client(hub: Hub, mode: str, user: UrlClient) -> Client:
+    """A client of ``mode`` (protocol era) whose ``user`` opens the URLs it is shown."""
+    return Client(build_server(hub), mode=mode, elicitation_callback=user.elicitation, message_handler=user.on_message)
+
+
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_a_login_the_hub_lost_is_given_again_through_the_client(make_settings: MakeSettings, mode: str) -> None:
     """2025-11-25: the URL goes out during the call, which is retried. 2026-07-28: the call answers an
@@ -384,9 +389,7 @@ async def test_a_login_the_hub_lost_is_given_again_through_the_client(make_setti
         user = UrlClient()
         async with (
             Hub.open(settings) as hub,
-            Client(
-                build_server(hub), mode=mode, elicitation_callback=user.elicitation, message_handler=user.on_message
-            ) as client,
+            browsing_client(hub, mode, user) as client,
         ):
             assert (client.protocol_version == "2026-07-28") == (mode == "auto")
             await client.list_tools()
@@ -419,9 +422,7 @@ async def test_a_tool_that_needs_more_scopes_gets_them_through_a_new_login(
         user = UrlClient()
         async with (
             Hub.open(settings) as hub,
-            Client(
-                build_server(hub), mode=mode, elicitation_callback=user.elicitation, message_handler=user.on_message
-            ) as client,
+            browsing_client(hub, mode, user) as client,
         ):
             await client.list_tools()
             before = await client.call_tool("remote__whoami", {})
@@ -534,9 +535,7 @@ async def test_a_server_never_logged_in_offers_a_login_tool(make_settings: MakeS
         user = UrlClient()
         async with (
             Hub.open(settings) as hub,
-            Client(
-                build_server(hub), mode=mode, elicitation_callback=user.elicitation, message_handler=user.on_message
-            ) as client,
+            browsing_client(hub, mode, user) as client,
         ):
             assert (client.protocol_version == "2026-07-28") == (mode == "auto")
             before = await listed(client, "remote__login")
