@@ -249,13 +249,17 @@ async def test_a_post_the_server_refuses_fails_its_call_at_once_and_the_next_cal
             with anyio.fail_after(5):  # the call timeout is 10 s
                 try:
                     exploded = text_of(await client.call_tool("remote__explode", {}))
-                except MCPError as exc:  # streamable HTTP: the SDK's error for the request, relayed as one
+                except MCPError as exc:  # streamable HTTP: the request's JSON-RPC error, relayed as one
                     exploded = exc.error.message
                 after_500 = await client.call_tool("remote__add", {"a": 1, "b": 2})
                 reset = await client.call_tool("remote__admin_reset", {})
                 after_403 = await client.call_tool("remote__add", {"a": 2, "b": 2})
             starts = hub.pool.get("remote").status()["starts"]
-        expected = "server 'remote' refused a request with HTTP 500" if kind == "sse" else "error response"
+        expected = (
+            "server 'remote' refused a request with HTTP 500"
+            if kind == "sse"
+            else "server 'remote' answered HTTP 500: the server broke"
+        )
         assert expected in exploded
         assert (after_500.is_error, text_of(after_500)) == (False, "3")
         assert reset.is_error

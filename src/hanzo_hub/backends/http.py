@@ -15,6 +15,7 @@ from mcp.shared._httpx_utils import McpHttpClientFactory
 from hanzo_hub.backends import sse_posts
 from hanzo_hub.backends.base import ConnectContext
 from hanzo_hub.backends.http_caps import capped_client
+from hanzo_hub.backends.http_errors import ErrorStatusTransport
 from hanzo_hub.backends.oauth import authorization, unauthorized_hook
 from hanzo_hub.config import HttpServerSpec, SseServerSpec
 from hanzo_hub.sandbox.vault import expand_secrets
@@ -44,8 +45,15 @@ def _client_factory(
         headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None, auth: httpx2.Auth | None = None
     ) -> httpx2.AsyncClient:
         hooks = {} if oauth is not None else {"response": [unauthorized_hook(server)]}
+        transport = ErrorStatusTransport(httpx2.AsyncHTTPTransport(), server)
         client = capped_client(
-            server, max_message_bytes, headers=headers, timeout=timeout, auth=oauth or auth, event_hooks=hooks
+            server,
+            max_message_bytes,
+            headers=headers,
+            timeout=timeout,
+            auth=oauth or auth,
+            event_hooks=hooks,
+            transport=transport,
         )
         if post_failed is not None:
             sse_posts.watch(client, server, post_failed)

@@ -74,10 +74,11 @@ class CappedTransport(httpx2.AsyncBaseTransport):
 
 def capped_client(server: str, cap: int, **kwargs: Any) -> httpx2.AsyncClient:
     """An HTTP client for remote server ``server`` whose answers are capped at ``cap`` bytes (0: no cap): bodies by
-    :class:`CappedTransport`, each event of a legacy SSE stream by the wrapped opener. ``kwargs`` go to the client."""
+    :class:`CappedTransport` (around ``kwargs["transport"]`` when given), each event of a legacy SSE stream by the
+    wrapped opener. ``kwargs`` go to the client."""
     install()
     if cap:
-        kwargs["transport"] = CappedTransport(httpx2.AsyncHTTPTransport(), cap, server)
+        kwargs["transport"] = CappedTransport(kwargs.get("transport") or httpx2.AsyncHTTPTransport(), cap, server)
     client = httpx2.AsyncClient(**kwargs)
     _event_caps[client] = cap or None
     return client

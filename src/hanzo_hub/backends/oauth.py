@@ -15,7 +15,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -25,9 +25,9 @@ import httpx2
 from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
 from mcp.client.auth.utils import extract_field_from_www_auth
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
-from mcp_types import INTERNAL_ERROR
 from pydantic import AnyUrl, PrivateAttr
 
+from hanzo_hub.backends.http_errors import replace_body
 from hanzo_hub.config import HttpServerSpec, SseServerSpec
 from hanzo_hub.errors import AuthorizationRequired, VaultError
 from hanzo_hub.sandbox.vault import Vault, expand_secrets
@@ -291,36 +291,6 @@ LOGIN_NEEDED = "hanzo-hub/login-needed"
 """``error.data.reason`` of the JSON-RPC error a step-up answers its request with (see :class:`_ServingProvider`)."""
 
 
-class _Answer(httpx2.AsyncByteStream):
-    """A response body put in place of the server's, whose own body is closed with it (unread)."""
-
-    def __init__(self, body: bytes, replaced: httpx2.AsyncByteStream | httpx2.SyncByteStream) -> None:
-        self._body = body
-        self._replaced = replaced
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        yield self._body
-
-    async def aclose(self) -> None:
-        if isinstance(self._replaced, httpx2.AsyncByteStream):
-            await self._replaced.aclose()
-
-
-def _answer_instead(response: httpx2.Response, request: httpx2.Request, message: str) -> None:
-    """Put a JSON-RPC error answering ``request`` (``message``, marked :data:`LOGIN_NEEDED`) in place of the unread
-    body of ``response``: the SDK's streamable HTTP client reads a non-2xx JSON body as the request's answer."""
-    try:
-        request_id = json.loads(request.content).get("id")
-    except (ValueError, AttributeError, httpx2.RequestNotRead):
-        request_id = None
-    error = {"code": INTERNAL_ERROR, "message": message, "data": {"reason": LOGIN_NEEDED}}
-    body = json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
-    for name in ("content-encoding", "content-length", "transfer-encoding"):
-        response.headers.pop(name, None)
-    response.headers["content-type"] = "application/json"
-    response.stream = _Answer(body, response.stream)
-
-
 def union_scopes(*scopes: str | None) -> str:
     """Space-separated scopes, each once, in the order first seen."""
     return " ".join(dict.fromkeys(word for scope in scopes if scope for word in scope.split()))
@@ -470,7 +440,8 @@ class _ServingProvider(_Provider):
                 ):
                     if self._in_place:
                         await self._stepped_up(self._wanted(response))
-                        _answer_instead(response, request, self._step_up_message(self._wanted(response)))
+                        message = self._step_up_message(self._wanted(response))
+                        replace_body(response, request, message, {"reason": LOGIN_NEEDED})
                         return
                     self._step_up = True
                 sent = await flow.asend(response)
