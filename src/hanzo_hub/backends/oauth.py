@@ -439,9 +439,9 @@ class _ServingProvider(_Provider):
                     and extract_field_from_www_auth(response, "error") == "insufficient_scope"
                 ):
                     if self._in_place:
-                        await self._stepped_up(self._wanted(response))
-                        message = self._step_up_message(self._wanted(response))
-                        replace_body(response, request, message, {"reason": LOGIN_NEEDED})
+                        wanted = self._wanted(response)
+                        await self._stepped_up(wanted)
+                        replace_body(response, request, self._step_up_message(wanted), {"reason": LOGIN_NEEDED})
                         return
                     self._step_up = True
                 sent = await flow.asend(response)
