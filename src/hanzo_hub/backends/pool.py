@@ -22,7 +22,8 @@ import anyio.abc
 from hanzo_hub.backends.base import ConnectContext
 from hanzo_hub.backends.metrics import NO_METRICS, BackendMetrics
 from hanzo_hub.backends.slots import RunningSlots
-from hanzo_hub.backends.supervisor import STOP_GRACE, State, Supervisor, SupervisorHooks
+from hanzo_hub.backends.supervisor import STOP_GRACE, State, Supervisor
+from hanzo_hub.backends.supervisor_ports import SupervisorHooks
 from hanzo_hub.config import BackendSettings, ServerSpec
 from hanzo_hub.errors import BackendError, BackendUnavailable, HubError
 

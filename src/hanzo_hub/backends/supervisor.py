@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
@@ -43,6 +43,7 @@ from hanzo_hub.backends.listing import Listing, discover_pinned, fetch_listing
 from hanzo_hub.backends.metrics import NO_METRICS, ServerMetrics
 from hanzo_hub.backends.rawchannel import RawChannel
 from hanzo_hub.backends.snapshot import file_key
+from hanzo_hub.backends.supervisor_ports import Slots, SupervisorHooks
 from hanzo_hub.config import BackendSettings, ServerSpec
 from hanzo_hub.errors import BackendCrashed, BackendTimeout, BackendUnavailable, HubError
 
@@ -65,41 +66,6 @@ class State(enum.Enum):
     STARTING = "starting"
     RUNNING = "running"
     STOPPING = "stopping"  # told to stop; takes no new requests, still counts against the cap until it has ended
-
-
-class SupervisorHooks(Protocol):
-    """How a supervisor reports to the hub above it."""
-
-    async def on_listing(self, server: str, listing: Listing) -> None:
-        """A fresh live listing arrived."""
-
-    async def on_notification(self, server: str, notification: types.ServerNotification) -> None:
-        """The server sent a notification the supervisor does not handle itself."""
-
-    def client_options(self, server: str) -> dict[str, Any]:
-        """Extra ``mcp.Client`` keyword arguments (callbacks for server-to-client requests)."""
-
-    async def on_connected(self, server: str, client: Client) -> None:
-        """A connection is up: re-apply client state (log level, resource subscriptions)."""
-
-    def resource_subscriptions(self, server: str) -> list[str]:
-        """The server's own URIs of the resources clients are subscribed to."""
-
-    def on_needs_login(self, server: str) -> None:
-        """A start failed for want of an OAuth login the hub does not hold."""
-
-
-class Slots(Protocol):
-    """The pool's cap on running servers."""
-
-    async def acquire(self, supervisor: Supervisor) -> None:
-        """Wait for room to run ``supervisor`` (evicting an idle server if needed)."""
-
-    def release(self, supervisor: Supervisor) -> None:
-        """``supervisor`` stopped running."""
-
-    def idle(self, supervisor: Supervisor) -> None:
-        """``supervisor`` finished its last request in flight, so it may be evicted now."""
 
 
 @dataclass

@@ -159,31 +159,36 @@ class Hub:
             await self._refresh_own_snapshots()
             missing = self._load_snapshots()
             try:
-                async with self.llm.running(), self.pool:
-                    # Forgotten as soon as it closes: the pool stops its servers after it, and a connection ending
-                    # then (a remote server's 401 asking for a login) must find no task group to start work in.
-                    try:
-                        async with anyio.create_task_group() as tg:
-                            self.bridge.bind(tg)
-                            self._tasks = tg
-                            for task in self._background:
-                                tg.start_soon(task)
-                            if self.settings.backends.watch_config > 0:
-                                tg.start_soon(watch_config, self)
-                            if missing:
-                                self.pool.start_discovery(missing, self._discovered.set)
-                            else:
-                                self._discovered.set()
-                            yield
-                            tg.cancel_scope.cancel()
-                    finally:
-                        self._tasks = None
-                        self.bridge.bind(None)
+                async with self.llm.running(), self.pool, self._task_group(missing):
+                    yield
             finally:
                 self.notifier.close()
                 self.guard.close()
                 with anyio.CancelScope(shield=True):
                     await self.sandboxes.aclose()
+
+    @asynccontextmanager
+    async def _task_group(self, missing: list[str]) -> AsyncIterator[None]:
+        """The hub's task group (background tasks, the config watcher, discovery of ``missing``), forgotten as soon as
+        it closes: the pool stops its servers after it, and a connection ending then (a 401 asking for a login) must
+        find no task group to start work in."""
+        try:
+            async with anyio.create_task_group() as tg:
+                self.bridge.bind(tg)
+                self._tasks = tg
+                for task in self._background:
+                    tg.start_soon(task)
+                if self.settings.backends.watch_config > 0:
+                    tg.start_soon(watch_config, self)
+                if missing:
+                    self.pool.start_discovery(missing, self._discovered.set)
+                else:
+                    self._discovered.set()
+                yield
+                tg.cancel_scope.cancel()
+        finally:
+            self._tasks = None
+            self.bridge.bind(None)
 
     def background_once(self, task: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None:
         """Run ``task(*args)`` once in the hub's task group, if the hub runs (else nothing)."""
