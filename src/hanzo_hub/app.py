@@ -19,6 +19,7 @@ from hanzo_hub.config import HubSettings
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.heap import freeze_startup_heap
 from hanzo_hub.hub.server import build_server
+from hanzo_hub.hub.status import health
 from hanzo_hub.transports.http import check_bind, mcp_app
 from hanzo_hub.transports.metrics_http import metrics_routes
 from hanzo_hub.transports.openai_http import openai_routes
@@ -44,7 +45,7 @@ def build_app(settings: HubSettings) -> Starlette:
             yield {"hub": hub}
 
     async def healthz(request: Request) -> JSONResponse:
-        report = hub.health()
+        report = health(hub)
         report["detail"] = {name: {"state": s["state"]} for name, s in report["detail"].items()}
         return JSONResponse(report)
 

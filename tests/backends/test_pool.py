@@ -16,6 +16,7 @@ from hanzo_hub.backends.supervisor import State
 from hanzo_hub.config import HubSettings
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.server import build_server
+from hanzo_hub.hub.status import health
 from tests.conftest import MakeSettings, inproc, stdio, text_of, wait_until
 
 ECHO = types.Tool(name="echo", input_schema={"type": "object"})
@@ -201,14 +202,14 @@ async def test_the_breaker_opens_after_consecutive_failures_and_fails_fast(make_
         second = await client.call_tool("kaputt__echo", {})
         third = await client.call_tool("kaputt__echo", {})
         kaputt = hub.pool.get("kaputt")
-        health = hub.health()
+        report = health(hub)
         still_fine = await client.call_tool("alpha__echo", {"text": "ok"})
     assert all(r.is_error and "'kaputt'" in text_of(r) for r in (first, second, third))
     assert "could not start" in text_of(first)
     assert "2 consecutive failures" in text_of(third)
     assert kaputt.starts == 2  # the third call never tried
-    assert health["detail"]["kaputt"]["circuit_open"] is True
-    assert "broken fixture refuses to start" in health["detail"]["kaputt"]["last_error"]
+    assert report["detail"]["kaputt"]["circuit_open"] is True
+    assert "broken fixture refuses to start" in report["detail"]["kaputt"]["last_error"]
     assert text_of(still_fine) == "ok"
 
 

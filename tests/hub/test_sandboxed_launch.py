@@ -20,6 +20,7 @@ from mcp import Client
 
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.server import build_server
+from hanzo_hub.hub.status import health
 from hanzo_hub.sandbox.cgroup import CgroupFactory
 from hanzo_hub.sandbox.vault import Vault
 from tests.conftest import REPO, MakeSettings, inproc, live_children, text_of
@@ -160,9 +161,9 @@ async def test_a_missing_backend_fails_that_server_only_with_the_reason(make_set
     async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
         failed = await client.call_tool("boxed__whoami", {})
         other = await client.call_tool("alpha__echo", {"text": "fine"})
-        health = hub.health()["detail"]["boxed"]
-    assert health["last_error"] is not None
-    assert "no Docker-API daemon answers" in health["last_error"]
+        boxed = health(hub)["detail"]["boxed"]
+    assert boxed["last_error"] is not None
+    assert "no Docker-API daemon answers" in boxed["last_error"]
     assert failed.is_error
     reason = text_of(failed)
     assert "boxed" in reason

@@ -598,14 +598,3 @@ class Hub:
             return await client.complete(original, argument, context)
 
         return redacted_model(await self.pool.get(target.server).request(op), self.guard.redact)
-
-    def health(self) -> dict[str, Any]:
-        """What ``/healthz`` reports."""
-        servers = self.pool.status()
-        return {
-            "status": "ok",
-            "servers": len(servers),
-            "running": sum(1 for s in servers.values() if s["state"] == "running"),
-            "tools": len(self.registry.tools()),
-            "detail": servers,
-        }

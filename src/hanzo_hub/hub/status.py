@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "STATUS_URI",
+    "health",
     "server_status",
     "status_resource",
     "status_result",
@@ -58,6 +59,20 @@ _WATCHED_FIELDS = (
     "list_problems",
 )
 """What a subscriber hears about when it changes; calls in flight and countdowns change too often to be news."""
+
+
+def health(hub: Hub) -> dict[str, Any]:
+    """What ``/healthz`` reports: counts, and each server's status (the caller trims what it shows)."""
+    servers = hub.pool.status()
+    return {
+        "status": "ok",
+        "servers": len(servers),
+        "running": sum(1 for s in servers.values() if s["state"] == "running"),
+        "tools": len(hub.registry.tools()),
+        "detail": servers,
+    }
+
+
 _watching: weakref.WeakSet[Hub] = weakref.WeakSet()
 
 
