@@ -11,6 +11,8 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import mcp_types as types
@@ -22,7 +24,7 @@ from hanzo_hub.backends.snapshot import FORMAT_VERSION, SnapshotStore
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.server import build_server
 from hanzo_hub.hub.status import STATUS_URI
-from tests.conftest import REPO, MakeSettings, stdio, text_of
+from tests.conftest import REPO, MakeSettings, free_port, listening_process, stdio, text_of
 from tests.fixtures import malformed
 
 MALFORMED = {"command": sys.executable, "args": ["-m", "tests.fixtures.malformed"], "cwd": str(REPO)}
@@ -122,27 +124,46 @@ def test_the_doctors_probe_warns_of_a_server_whose_lists_break_the_protocol(make
     assert "list item(s) break the protocol: tool 'loose' repaired" in bad["detail"]
 
 
+@contextmanager
+def malformed_server(transport: str) -> Iterator[dict[str, Any]]:
+    """The fixture's spec over ``transport``: a stdio subprocess, or the same server over legacy SSE on loopback."""
+    if transport == "stdio":
+        yield MALFORMED
+        return
+    port = free_port()
+    with listening_process([sys.executable, "-m", "tests.fixtures.malformed", "--sse", str(port)], port):
+        yield {"type": "sse", "url": f"http://127.0.0.1:{port}/sse"}
+
+
+@pytest.mark.parametrize("transport", ["stdio", "sse"])
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 @pytest.mark.parametrize("path", ["fast", "typed"])
 async def test_a_malformed_call_result_is_an_error_naming_the_server_and_the_rest_goes_on(
-    make_settings: MakeSettings, mode: str, path: str
+    make_settings: MakeSettings, mode: str, path: str, transport: str
 ) -> None:
     """On the fast path the downstream's bytes are relayed; a server with ``error_patterns`` takes the typed path (the
     hub reads its results). Either way the client gets at once an error saying what is wrong, never a result its SDK
-    cannot read nor a timeout, and the server goes on serving."""
-    spec = MALFORMED if path == "fast" else {**MALFORMED, "error_patterns": ["^never$"]}
-    settings = make_settings({"bad": spec}, exposure={"prefix": True})
+    cannot read nor a timeout (10 s here), and the server goes on serving on the same connection. An answer that is
+    no valid JSON-RPC at all (a result that is no object, text cut off) reaches the hub as an exception on the
+    transport's read stream; over legacy SSE that used to leave the call waiting out its timeout."""
     answers: dict[str, tuple[bool, str]] = {}
-    async with Hub.open(settings) as hub, Client(build_server(hub), mode=mode) as client:
-        await client.list_tools()
-        for name in malformed.BROKEN_RESULTS:
-            try:
-                result = await client.call_tool("bad__greet", {"answer": name})
-            except MCPError as exc:  # the typed path relays a downstream's protocol error as one
-                answers[name] = (True, exc.error.message)
-            else:
-                answers[name] = (bool(result.is_error), text_of(result))
-        after = await client.call_tool("bad__greet", {"who": "x"})
+    slowest = 0.0
+    with malformed_server(transport) as server:
+        spec = server if path == "fast" else {**server, "error_patterns": ["^never$"]}
+        settings = make_settings({"bad": spec}, exposure={"prefix": True})
+        async with Hub.open(settings) as hub, Client(build_server(hub), mode=mode) as client:
+            await client.list_tools()
+            for name in [*malformed.BROKEN_RESULTS, malformed.TRUNCATED]:
+                began = time.monotonic()
+                try:
+                    result = await client.call_tool("bad__greet", {"answer": name})
+                except MCPError as exc:  # the typed path relays a downstream's protocol error as one
+                    answers[name] = (True, exc.error.message)
+                else:
+                    answers[name] = (bool(result.is_error), text_of(result))
+                slowest = max(slowest, time.monotonic() - began)
+            after = await client.call_tool("bad__greet", {"who": "x"})
+            starts = hub.pool.get("bad").starts
     if path == "typed":  # the SDK's model reads "yes" as true (pydantic's lax booleans): the client gets `true`
         assert answers.pop("error-flag-not-a-bool") == (True, "x")
     for name, (failed, text) in answers.items():
@@ -152,5 +173,9 @@ async def test_a_malformed_call_result_is_an_error_naming_the_server_and_the_res
     assert (
         "content[0] (text) has no string 'text'" if path == "fast" else "content.0.TextContent.text: Field required"
     ) in textless
+    assert answers["not-an-object"][1].endswith("result is not an object")
+    assert answers[malformed.TRUNCATED][1].endswith("invalid message: it is not valid JSON")
+    assert slowest < 5.0
+    assert starts == 1  # one connection served every call
     assert not after.is_error
     assert text_of(after) == 'greet {"who": "x"}'

@@ -107,7 +107,7 @@ class _WatchedReadStream:
     def __init__(
         self,
         inner: ReadStream[SessionMessage | Exception],
-        on_junk: Callable[[Exception], None],
+        on_junk: Callable[[Exception], SessionMessage | None],
         on_end: Callable[[], None],
         era: _Era,
         channel: RawChannel | None = None,
@@ -129,8 +129,13 @@ class _WatchedReadStream:
             self._on_end()
             raise
         if isinstance(item, Exception):
-            self._on_junk(item)
-        elif self._era.modern and isinstance(item.message, types.JSONRPCResponse):
+            answer = self._on_junk(item)
+            if answer is None:
+                return item
+            if self._channel is not None and self._channel.claim(answer):
+                return await self.receive()
+            return answer
+        if self._era.modern and isinstance(item.message, types.JSONRPCResponse):
             item = _complete_by_default(item)
         return item
 
@@ -206,11 +211,14 @@ class _WatchedWriteStream:
 
 def watched(
     transport: AbstractAsyncContextManager[TransportStreams],
-    on_junk: Callable[[Exception], None],
+    on_junk: Callable[[Exception], SessionMessage | None],
     on_end: Callable[[], None],
     channel: RawChannel | None = None,
 ) -> AbstractAsyncContextManager[TransportStreams]:
     """Wrap a transport so the supervisor hears of unparseable lines and of the end of the read side.
+
+    ``on_junk`` may give, for a message the transport could not parse, an answer to put in its place (an error for
+    the request it answered, ``backends.broken_answers``); the raw channel takes it if the request is its own.
 
     The wrapper also declares the relayed client's capabilities and defaults a missing ``resultType`` (see the
     stream classes), and carries ``channel``'s raw requests beside the session.

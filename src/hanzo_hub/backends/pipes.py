@@ -33,7 +33,6 @@ import json
 import logging
 import math
 import os
-import re
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -50,6 +49,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
+from hanzo_hub.backends.broken_answers import HEAD, answer_to_frame, answered_id
 from hanzo_hub.backends.rawchannel import RawChannel
 from hanzo_hub.line_log import LineLog
 
@@ -68,9 +68,6 @@ READ_AHEAD = 32
 _POLL = 0.01
 MAX_MESSAGE_BYTES = 64 * 1024**2
 """The default cap on one message from a server's stdout (``backends.max_message_bytes``)."""
-_HEAD = 4096
-"""How much of an oversized message is kept to find out what it answered."""
-_ID = re.compile(rb'"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)')
 
 
 PR_SET_PDEATHSIG = 1
@@ -117,45 +114,18 @@ _Item = SessionMessage | Exception | Callable[[], None]
 def _refusal(head: bytes, limit: int, server: str) -> bytes | None:
     """For a message dropped for its size (``head``: its first bytes): an error answer to the request it answered, or
     ``None`` when it answered none that can be told (a request or notification of the server's own)."""
-    found = _ID.search(head)
-    result = min((i for i in (head.find(b'"result"'), head.find(b'"error"')) if i >= 0), default=-1)
-    method = head.find(b'"method"')
-    if found is None or result < 0 or 0 <= method < result:
+    request_id = answered_id(head)
+    if request_id is None:
         logger.error(
             "%s: a message over %d bytes was dropped (backends.max_message_bytes): %.200r", server, limit, head
         )
         return None
-    request_id = json.loads(found.group(1))
     logger.error("%s: its answer to request %r was over %d bytes and was dropped", server, request_id, limit)
     message = (
         f"server {server!r} answered with more than {limit} bytes (backends.max_message_bytes); the hub dropped it"
     )
     error = {"jsonrpc": "2.0", "id": request_id, "error": {"code": types.INTERNAL_ERROR, "message": message}}
     return json.dumps(error).encode()
-
-
-def _invalid_answer(frame: bytes, server: str) -> SessionMessage | None:
-    """For a frame that is no valid JSON-RPC message but plainly answers a request of the hub's (an object with an
-    ``id``, a ``result`` or ``error`` and no ``method``): an error answer to that request, so it fails at once with
-    the reason instead of waiting out its timeout. ``None`` for anything else (it surfaces as an exception)."""
-    try:
-        message = json.loads(frame)
-    except ValueError:
-        return None
-    if not isinstance(message, dict) or "method" in message or not isinstance(message.get("id"), str | int):
-        return None
-    if "result" in message:
-        reason = "its result is not an object"
-    elif "error" in message:
-        reason = "its error is not a JSON-RPC error object"
-    else:
-        return None
-    logger.warning("%s: its answer to request %r breaks the protocol: %s", server, message["id"], reason)
-    text = f"server {server!r} answered with an invalid message: {reason}"
-    error = types.JSONRPCError(
-        jsonrpc="2.0", id=message["id"], error=types.ErrorData(code=types.INTERNAL_ERROR, message=text)
-    )
-    return SessionMessage(error)
 
 
 class _Wire(asyncio.SubprocessProtocol):
@@ -264,8 +234,8 @@ class _Wire(asyncio.SubprocessProtocol):
         if self.max_bytes and self._size > self.max_bytes:
             head = bytearray()
             for part in self._parts:
-                head += part[: _HEAD - len(head)]
-                if len(head) >= _HEAD:
+                head += part[: HEAD - len(head)]
+                if len(head) >= HEAD:
                     break
             self._dropping = bytes(head)
             self._parts.clear()
@@ -299,7 +269,7 @@ class _Wire(asyncio.SubprocessProtocol):
         try:
             item: _Item = SessionMessage(types.jsonrpc_message_adapter.validate_json(frame, by_name=False))
         except ValueError as exc:
-            item = _invalid_answer(frame, self.server) or exc
+            item = answer_to_frame(frame, self.server) or exc
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
             self.queue.send_nowait(item)
             self.queued += 1

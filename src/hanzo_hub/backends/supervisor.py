@@ -25,11 +25,13 @@ import anyio.lowlevel
 import mcp_types as types
 from mcp import Client, MCPError
 from mcp.server import MCPServer, Server
+from mcp.shared.message import SessionMessage
 from mcp.shared.subscriptions import ResourceUpdated
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from hanzo_hub.backends.base import ConnectContext, build_target, watched
+from hanzo_hub.backends.broken_answers import answer_to_junk
 from hanzo_hub.backends.failures import (
     Backoff,
     StderrTail,
@@ -473,10 +475,16 @@ class Supervisor:
             **self._hooks.client_options(self.name),
         )
 
-    def _on_junk(self, exc: Exception) -> None:
+    def _on_junk(self, exc: Exception) -> SessionMessage | None:
+        """A message the transport could not parse: an error for the request it plainly answered (so that request
+        fails now, not at its timeout), else counted and logged."""
+        answer = answer_to_junk(exc, self.name)
+        if answer is not None:
+            return answer
         self.junk_lines += 1
         if self.junk_lines <= 3 or self.junk_lines % 100 == 0:
             logger.warning("server %s wrote a line that is not JSON-RPC (%d so far)", self.name, self.junk_lines)
+        return None
 
     async def _on_message(self, message: Any) -> None:
         if not isinstance(message, types.ServerNotification):
