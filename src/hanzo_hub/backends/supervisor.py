@@ -32,6 +32,7 @@ from pydantic import ValidationError
 
 from hanzo_hub.backends.base import ConnectContext, build_target, watched
 from hanzo_hub.backends.broken_answers import answer_to_junk
+from hanzo_hub.backends.change_stream import ChangeStream
 from hanzo_hub.backends.failures import (
     Backoff,
     StderrTail,
@@ -55,10 +56,6 @@ T = TypeVar("T")
 
 STOP_GRACE = 5.0
 """Extra time, beyond the SDK's own bounded process shutdown, to wait for a connection task to end."""
-
-
-LISTEN_ACK_TIMEOUT = 5.0
-"""Bound on waiting for a stateless-era server to acknowledge a reopened change stream."""
 
 
 class State(enum.Enum):
@@ -123,11 +120,16 @@ class Supervisor:
         """Seconds its last successful start took (spawn to ready): the cap keeps it at least this long idle."""
         self.starts = 0
         self.junk_lines = 0
+        self._finished = 0
+        """Requests finished, on any connection (see ``ChangeStream``)."""
         self._stderr = StderrTail(self.log_path, enabled=spec.kind == "stdio")
-        self._relisten = anyio.Event()
-        self._acked = anyio.Event()
-        self._listen_acks = 0
-        self._listening = False
+        self._changes = ChangeStream(
+            name,
+            lambda: self._hooks.resource_subscriptions(self.name),
+            self._on_event,
+            lambda: (self._finished, self.in_flight),
+            self._refresh_soon,
+        )
 
     # -- public API ---------------------------------------------------------------------------------------------
 
@@ -266,6 +268,7 @@ class Supervisor:
     def _done(self) -> None:
         """A request in flight ended."""
         self.in_flight -= 1
+        self._finished += 1
         self.last_used = self._clock()
         if self.in_flight == 0:
             self._slots.idle(self)
@@ -459,7 +462,7 @@ class Supervisor:
                 waiters.start_soon(_set_when, self._stop, waiters.cancel_scope)
                 waiters.start_soon(_set_when, lost, waiters.cancel_scope)
                 if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                    waiters.start_soon(self._listen, client)
+                    waiters.start_soon(self._changes.run, client, self._finished)
 
     def _make_client(self, lost: anyio.Event) -> Client:
         target = build_target(self.spec, self._context)
@@ -499,46 +502,6 @@ class Supervisor:
             return
         await self._hooks.on_notification(self.name, message)
 
-    async def _listen(self, client: Client) -> None:
-        """Stateless-era servers announce changes only on ``subscriptions/listen``, never as notifications.
-
-        The stream asks for list changes and for updates of the resources clients subscribed to; it is reopened
-        whenever those subscriptions change (``resubscribe``).
-        """
-        caps = client.server_capabilities
-        lists = {
-            "tools_list_changed": bool(caps.tools and caps.tools.list_changed),
-            "resources_list_changed": bool(caps.resources and caps.resources.list_changed),
-            "prompts_list_changed": bool(caps.prompts and caps.prompts.list_changed),
-        }
-        self._listening = True
-        try:
-            while True:
-                uris = tuple(self._hooks.resource_subscriptions(self.name))
-                relisten = self._relisten
-                if not any(lists.values()) and not uris:
-                    await relisten.wait()
-                    self._relisten = anyio.Event()
-                    continue
-                try:
-                    async with anyio.create_task_group() as tg:
-                        tg.start_soon(_set_when, relisten, tg.cancel_scope)
-                        async with client.listen(**lists, resource_subscriptions=uris) as subscription:
-                            self._listen_acks += 1  # acknowledged: events for these URIs now reach us
-                            self._acked.set()
-                            self._acked = anyio.Event()
-                            async for event in subscription:
-                                await self._on_event(event)
-                        tg.cancel_scope.cancel()
-                except Exception:  # task boundary: a server that cannot listen still serves requests
-                    logger.warning("server %s does not deliver change events", self.name, exc_info=True)
-                    return
-                if not relisten.is_set():
-                    return  # the server closed the stream gracefully
-                self._relisten = anyio.Event()
-        finally:
-            self._listening = False
-
     async def _on_event(self, event: object) -> None:
         if isinstance(event, ResourceUpdated):
             params = types.ResourceUpdatedNotificationParams(uri=event.uri)
@@ -547,18 +510,11 @@ class Supervisor:
             self._tg.start_soon(self._refresh)
 
     async def resubscribe(self) -> None:
-        """The set of subscribed resources changed: reopen the change stream and wait for its acknowledgement.
+        """The set of subscribed resources changed: reopen the change stream and wait for its acknowledgement."""
+        await self._changes.resubscribe()
 
-        Waiting matters: an update published between the subscribe call's answer and the new stream would be lost.
-        """
-        if not self._listening:
-            return
-        seen, acked = self._listen_acks, self._acked
-        self._relisten.set()
-        with anyio.move_on_after(LISTEN_ACK_TIMEOUT):
-            while self._listen_acks == seen and self._listening:
-                await acked.wait()
-                acked = self._acked
+    def _refresh_soon(self) -> None:
+        self._tg.start_soon(self._refresh)
 
     async def _refresh(self) -> None:
         """Re-list after the server said a list changed. Failures are logged, not raised (task boundary)."""
