@@ -122,7 +122,7 @@ def generate_home(root: Path, servers: int, per_server: int) -> dict[str, Any]:
         store.save(name, listing)
         total += len(tools)
         entries[name] = {"command": f"/nonexistent/bench/{name}", "args": ["--stdio"], "env": {"API_TOKEN": "unused"}}
-    write_config(root / "config.json", entries)
+    write_config(root / "config.json", entries, exposure={"mode": "all"})  # it measures listing every tool
     snap_bytes = sum(p.stat().st_size for p in (root / "snapshots").glob("*.json"))
     return {
         "servers": servers,

@@ -99,7 +99,7 @@ async def run_one(n: int, cap: int, work: Path) -> dict[str, Any]:
         servers,
         backends=backends,
         memory={"enabled": False},
-        exposure={"prefix": True},
+        exposure={"prefix": True, "mode": "all"},  # it measures listing every tool
     )
     params = StdioServerParameters(command=PYTHON, args=hub_args(config, home), cwd=str(REPO))
     want = n * TOOLS_PER_SERVER

@@ -156,6 +156,13 @@ def _use_uvloop(choice: str) -> bool:
     return True
 
 
+def _catalog_enabled(settings: HubSettings) -> bool:
+    """Whether any catalog server is enabled (by config or ``hanzo-hub catalog enable``)."""
+    from hanzo_hub.catalog.loader import read_state
+
+    return bool(settings.catalog.enabled or read_state(settings).enabled)
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     gc.disable()  # start-up allocates ~100k long-lived objects; the serving path freezes them and re-enables
     settings = _settings(args)
@@ -165,6 +172,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         "hanzo-hub %s: %d servers, home %s, event loop %s",
         __version__, len(settings.servers), settings.home, "uvloop" if uvloop else "asyncio",
     )  # fmt: skip
+    if not settings.servers and not _catalog_enabled(settings):
+        logger.warning(
+            "no downstream servers yet: add them to %s (`hanzo-hub import` copies those of Claude Desktop, Claude "
+            "Code, Cursor and VS Code), or serve cataloged ones with `hanzo-hub catalog enable ID` (`hanzo-hub "
+            "catalog list`)",
+            settings.config_file or settings.home / "config.json",
+        )
     anyio.run(_serve, settings, args.http, backend_options={"use_uvloop": uvloop})
     return 0
 

@@ -23,7 +23,7 @@ from hanzo_hub.catalog.loader import (
     write_state,
 )
 from hanzo_hub.catalog.models import CATEGORIES, META_KEY, meta_schema, tools_hash
-from hanzo_hub.config import HubSettings, StdioServerSpec
+from hanzo_hub.config import ExposureSettings, HubSettings, StdioServerSpec
 from hanzo_hub.errors import ManifestInvalid
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.server import build_server
@@ -160,7 +160,9 @@ def test_enable_and_disable_state_overrides_settings(tmp_path: Path) -> None:
 
 async def test_seeded_snapshots_answer_tools_list_before_any_install(tmp_path: Path) -> None:
     settings = settings_for(tmp_path / "home", enabled=sorted(THIRD_PARTY))
-    hub_settings = HubSettings(home=settings.home, servers=catalog_specs(settings), backends=FAST_BACKENDS)
+    every_tool = ExposureSettings(mode="all")  # 'auto' lists find_tools for the whole third-party catalog
+    servers = catalog_specs(settings)
+    hub_settings = HubSettings(home=settings.home, servers=servers, backends=FAST_BACKENDS, exposure=every_tool)
     store = SnapshotStore(hub_settings.snapshot_dir)
     for name, data in catalog_snapshots(settings).items():
         store.save(name, Listing.from_json(data))

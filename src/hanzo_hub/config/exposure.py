@@ -11,7 +11,7 @@ from hanzo_hub.config._base import _Model
 
 __all__ = ["ClientExposureSettings", "ExposureSettings", "ProfileSettings"]
 
-ExposureMode = Literal["all", "search"]
+ExposureMode = Literal["all", "search", "auto"]
 
 
 class ProfileSettings(_Model):
@@ -34,7 +34,15 @@ class ExposureSettings(_Model):
     prefix: bool | Literal["auto"] = Field(default="auto", description="'auto': no prefix with a single server.")
     separator: Literal["__"] = "__"
     mode: ExposureMode = Field(
-        default="all", description="'all': every tool in tools/list; 'search': find_tools + call_tool + core tools."
+        default="auto",
+        description="'all': every tool in tools/list; 'search': find_tools + call_tool + core tools; 'auto': "
+        "'all' while the tools' definitions take at most auto_search_tokens tokens, 'search' above.",
+    )
+    auto_search_tokens: int = Field(
+        default=20_000,
+        ge=0,
+        description="Mode 'auto': the tokens of tool definitions (name, description, input schema) a client's "
+        "tools/list may take before it lists find_tools and call_tool instead.",
     )
     core_tools: tuple[str, ...] = Field(default=(), description="Exposed tool names always listed in search mode.")
     embedder: Literal["sentence-transformers", "fake", "none"] = Field(
@@ -54,7 +62,9 @@ class ExposureSettings(_Model):
     )
     index_path: Path | None = Field(default=None, description="Embedded Chroma folder; default <home>/tool-index.")
     warm_index: bool = Field(
-        default=True, description="Search mode: load the model and build the tool index in the background at start."
+        default=True,
+        description="Search mode (and 'auto' when it lists search's tools at start): load the model and build the "
+        "tool index in the background at start.",
     )
     warm_index_timeout: float = Field(default=600.0, gt=0, description="Seconds the background warm-up may take.")
     chroma_host: str | None = Field(default=None, description="Chroma server mode: host (default: embedded).")

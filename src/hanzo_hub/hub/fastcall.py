@@ -48,7 +48,7 @@ from hanzo_hub.hub.downstream_requests import is_modern
 from hanzo_hub.hub.guard import Admission
 from hanzo_hub.hub.memory_mount import MEMORY_SERVER
 from hanzo_hub.hub.registry import Target
-from hanzo_hub.hub.search import needs_front
+from hanzo_hub.hub.search import CALL_TOOL, FIND_TOOLS, needs_front
 
 logger = logging.getLogger(__name__)
 
@@ -195,6 +195,8 @@ class RawToolCalls:
     def __init__(self, hub: Hub) -> None:
         self._hub = hub
         self._enabled = not needs_front(hub.settings.exposure)
+        self._front_names = frozenset((FIND_TOOLS, CALL_TOOL) if hub.settings.exposure.mode == "auto" else ())
+        """Names the front decides on in exposure 'auto' (the hub's search tools, or a downstream's of that name)."""
         self.fast_calls = 0
         """How many calls took the fast path (for tests and health)."""
         self._last_ctx: ServerRequestContext[Any, Any] | None = None
@@ -283,6 +285,8 @@ class RawToolCalls:
             return None
         name, arguments, meta = params.get("name"), params.get("arguments"), params.get("_meta")
         if not isinstance(name, str) or not (arguments is None or isinstance(arguments, dict)):
+            return None
+        if name in self._front_names:
             return None
         if meta is not None and (not isinstance(meta, dict) or meta.get("progressToken") is not None):
             return None

@@ -27,6 +27,7 @@ from hanzo_hub.catalog.tool_vectors import load_tool_vectors
 from hanzo_hub.config import EmbeddingSettings, ExposureSettings
 from hanzo_hub.config.exposure import ExposureMode
 from hanzo_hub.errors import CompletionError, HubError, VectorStoreError
+from hanzo_hub.hub.auto_exposure import AutoListing, Listing, listing_for
 from hanzo_hub.llm.types import Caller, ChatMessage, ChatRequest, ChatResult, Completer, StreamEvent
 from hanzo_hub.selection.adapter import QueryAdapter, adapter_for
 from hanzo_hub.selection.dense import SyncStats
@@ -85,7 +86,8 @@ class ClientView:
 
 
 def needs_front(settings: ExposureSettings) -> bool:
-    """Whether any client may see something other than every tool in 'all' mode (the fast path must step aside)."""
+    """Whether every call must go through the front: a client may be in search mode or on a profile (the fast path
+    steps aside). In 'auto' the fast path stays, leaving ``find_tools`` and ``call_tool`` to the front."""
     return settings.mode == "search" or bool(settings.profiles) or any(c.mode for c in settings.clients.values())
 
 
@@ -205,6 +207,7 @@ class ToolSearch:
         self._lock = anyio.Lock()
         self._store_failed = False
         self.shared_promoted: dict[str, None] = {}
+        self.auto = AutoListing(settings.auto_search_tokens)
 
     def _embedder_for_search(self) -> Embedder | None:
         if self._settings.embedder == "none":
@@ -241,12 +244,28 @@ class ToolSearch:
         for shutdown and close the store. Never raises: a failed warm-up only means the first query pays."""
         try:
             settings = self._settings
-            if settings.mode == "search" and settings.warm_index and settings.embedder != "none":
+            if settings.warm_index and settings.embedder != "none" and await self._search_at_start(tools_of):
                 await self.warm(tools_of)
             await anyio.sleep_forever()
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
                 await self.aclose()
+
+    async def _search_at_start(self, tools_of: Callable[[], Awaitable[Sequence[types.Tool]]]) -> bool:
+        """Whether the deployment's clients get search's list once the hub has discovered its tools."""
+        mode = self._settings.mode
+        if mode != "auto":
+            return mode == "search"
+        view = ClientView(mode, self._settings.profile, None)
+        try:
+            tools = await tools_of()
+        except HubError:
+            return False
+        return await self.listing(view, self.visible(tools, view)) == "search"
+
+    async def listing(self, view: ClientView, tools: Sequence[types.Tool]) -> Listing:
+        """Which list the client of ``view`` gets for ``tools`` (its profile's): see ``hub.auto_exposure``."""
+        return await listing_for(view.mode, tools, self.auto)
 
     async def warm(self, tools_of: Callable[[], Awaitable[Sequence[types.Tool]]]) -> bool:
         """Load the model, build/sync the index and open the query path within ``warm_index_timeout`` seconds; whether
@@ -392,7 +411,7 @@ class ToolSearch:
 
     def listed(self, tools: tuple[types.Tool, ...], promoted: set[str] | dict[str, None]) -> list[types.Tool]:
         """What ``tools/list`` shows in search mode: the meta tools, core tools, then this client's promoted tools."""
-        keep = set(self._settings.core_tools) | set(promoted)
+        keep = (set(self._settings.core_tools) | set(promoted)) - {FIND_TOOLS, CALL_TOOL}  # the hub's names win
         return [*META_TOOLS, *(tool for tool in tools if tool.name in keep)]
 
 

@@ -102,7 +102,7 @@ class _Handlers:
     async def list_tools(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         view = self._view(ctx)
         tools = self.search.visible(await self.hub.list_tools(), view)
-        if view.mode == "all":
+        if await self.search.listing(view, tools) == "all":
             return types.ListToolsResult(tools=tools)
         promoted = promoted_of(session_connection(ctx.session), _stateless(ctx), self.search.shared_promoted)
         return types.ListToolsResult(tools=self.search.listed(tuple(tools), promoted))
@@ -114,9 +114,10 @@ class _Handlers:
             await ctx.session.report_progress(progress, total, message)  # a no-op unless the client asked for it
 
         view = self._view(ctx)
-        if view.mode == "search" and params.name == FIND_TOOLS:
+        searching = params.name in (FIND_TOOLS, CALL_TOOL) and await self._searching(view, params.name)
+        if searching and params.name == FIND_TOOLS:
             return await self._find_tools(ctx, params, view)
-        if view.mode == "search" and params.name == CALL_TOOL:
+        if searching and params.name == CALL_TOOL:
             arguments = params.arguments or {}
             params = params.model_copy(
                 update={"name": str(arguments.get("name", "")), "arguments": arguments.get("arguments") or {}}
@@ -125,6 +126,14 @@ class _Handlers:
             refusal = f"tool {params.name!r} is not in profile {view.profile!r}"
             return types.CallToolResult(content=[types.TextContent(type="text", text=refusal)], is_error=True)
         return await self.hub.call_tool(params.name, params.arguments, progress, ctx=ctx, params=params)
+
+    async def _searching(self, view: ClientView, name: str) -> bool:
+        """Whether ``find_tools``/``call_tool`` (``name``) are the hub's for this client: always in search mode; in
+        'auto' unless the client's list is every tool and a downstream tool of that name is in it."""
+        if view.mode != "auto":
+            return view.mode == "search"
+        tools = self.search.visible(await self.hub.list_tools(), view)
+        return await self.search.listing(view, tools) == "search" or all(tool.name != name for tool in tools)
 
     async def _find_tools(
         self, ctx: Ctx, params: types.CallToolRequestParams, view: ClientView
@@ -135,7 +144,8 @@ class _Handlers:
         tools = tuple(await self.hub.list_tools())
         selection, chosen = await self.search.find(query, tools, profile=view.profile, ctx=ctx)
         promoted = promoted_of(session_connection(ctx.session), _stateless(ctx), self.search.shared_promoted)
-        if promote(promoted, {tool.name for tool in chosen}):
+        listed_all = await self.search.listing(view, self.search.visible(tools, view)) == "all"  # 'auto', few tools
+        if promote(promoted, {tool.name for tool in chosen}) and not listed_all:
             # A client that cannot take the notification still gets the answer.
             with contextlib.suppress(Exception):
                 if _stateless(ctx):
