@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -133,6 +133,17 @@ def hub_command(settings: HubSettings, *extra: str) -> list[str]:
         "WARNING",
         *extra,
     ]
+
+
+def tools_list_changed() -> tuple[anyio.Event, Callable[[object], Awaitable[None]]]:
+    """An event set when a client hears ``notifications/tools/list_changed``, and the message handler that sets it."""
+    changed = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    return changed, on_message
 
 
 def free_port() -> int:

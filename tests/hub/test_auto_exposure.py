@@ -3,8 +3,6 @@ tools once they take more than ``exposure.auto_search_tokens``, and the switch w
 
 from __future__ import annotations
 
-from typing import Any
-
 import anyio
 import mcp_types as types
 import pytest
@@ -14,7 +12,7 @@ from hanzo_hub.config import ExposureSettings
 from hanzo_hub.hub.auto_exposure import AutoListing, ToolTokens
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.server import build_server
-from tests.conftest import MakeSettings, inproc, text_of
+from tests.conftest import MakeSettings, inproc, text_of, tools_list_changed
 
 AUTO = {"embedder": "fake"}  # the mode left at its default
 
@@ -68,11 +66,7 @@ async def test_a_server_whose_tools_grow_past_the_threshold_switches_its_clients
         tools = await hub.list_tools()
     threshold = await ToolTokens().total(tools)  # exactly what alpha lists now: one more tool is too many
     settings = make_settings(servers, exposure={**AUTO, "auto_search_tokens": threshold})
-    changed = anyio.Event()
-
-    async def on_message(message: Any) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
-            changed.set()
+    changed, on_message = tools_list_changed()
 
     async with Hub.open(settings) as hub:
         await hub.wait_discovered()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import anyio
 import mcp_types as types
 import pytest
@@ -11,7 +9,7 @@ from mcp import Client, MCPError
 
 from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.server import build_server
-from tests.conftest import MakeSettings, inproc, text_of
+from tests.conftest import MakeSettings, inproc, text_of, tools_list_changed
 
 SEARCH = {"mode": "search", "embedder": "fake", "core_tools": ["beta__echo"]}
 
@@ -19,11 +17,7 @@ SEARCH = {"mode": "search", "embedder": "fake", "core_tools": ["beta__echo"]}
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_find_tools_ranks_promotes_and_call_tool_invokes(make_settings: MakeSettings, mode: str) -> None:
     settings = make_settings({"alpha": inproc("alpha"), "beta": inproc("beta")}, exposure=SEARCH)
-    changed = anyio.Event()
-
-    async def on_message(message: Any) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
-            changed.set()
+    changed, on_message = tools_list_changed()
 
     async with Hub.open(settings) as hub, Client(build_server(hub), mode=mode, message_handler=on_message) as client:
         before = [tool.name for tool in (await client.list_tools()).tools]

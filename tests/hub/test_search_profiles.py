@@ -18,7 +18,7 @@ from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.search import ToolSearch, UnknownProfile
 from hanzo_hub.hub.server import build_server
 from hanzo_hub.selection.dense import SyncStats
-from tests.conftest import MakeSettings, inproc, serve_http_in_process, text_of
+from tests.conftest import MakeSettings, inproc, serve_http_in_process, text_of, tools_list_changed
 
 pytestmark = pytest.mark.anyio
 
@@ -169,11 +169,7 @@ async def test_index_persists_and_updates_incrementally(tmp_path: Path) -> None:
 async def test_a_tool_list_change_reaches_the_search_index(make_settings: MakeSettings) -> None:
     """A downstream adds a tool: the client hears list_changed, and the next find_tools ranks the new tool."""
     settings = make_settings({"alpha": inproc("alpha"), "beta": inproc("beta")}, exposure=SEARCH_FAKE)
-    changed = anyio.Event()
-
-    async def on_message(message: object) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
-            changed.set()
+    changed, on_message = tools_list_changed()
 
     async with Hub.open(settings) as hub:
         await hub.wait_discovered()

@@ -15,7 +15,7 @@ from hanzo_hub.hub.core import Hub
 from hanzo_hub.hub.naming import NAME_PATTERN
 from hanzo_hub.hub.server import SERVER_NAME, build_server
 from hanzo_hub.hub.status import STATUS_URI
-from tests.conftest import MakeSettings, inproc, text_of, wait_until
+from tests.conftest import MakeSettings, inproc, text_of, tools_list_changed, wait_until
 from tests.fixtures.downstream import build
 
 
@@ -184,11 +184,7 @@ async def test_a_read_from_a_failing_server_is_an_internal_error(make_settings: 
 
 async def test_a_tool_list_change_reaches_handshake_era_clients(make_settings: MakeSettings) -> None:
     settings = make_settings({"alpha": inproc("alpha"), "beta": inproc("beta")})
-    changed = anyio.Event()
-
-    async def on_message(message: object) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
-            changed.set()
+    changed, on_message = tools_list_changed()
 
     async with Hub.open(settings) as hub:
         await hub.wait_discovered()
