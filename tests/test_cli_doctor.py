@@ -288,3 +288,20 @@ def test_the_home_check_reads_the_real_disk(
         assert done.returncode == 1
     if "ro" in options.split(","):
         assert "Read-only file system" in home["detail"]
+
+
+def test_doctor_says_what_tools_list_will_hold(make_settings: MakeSettings) -> None:
+    """Two first-party servers (api, cloud: 108 tools from their packaged snapshots) take more than the default
+    threshold of 'auto', so clients get search's tools; with a higher threshold they get every tool."""
+    catalog = {"enabled": ["api", "cloud"]}
+    _, over, _ = doctor(make_settings({}, catalog=catalog))
+    _, within, _ = doctor(make_settings({}, catalog=catalog, exposure={"auto_search_tokens": 100_000}))
+    _, pinned, _ = doctor(make_settings({}, catalog=catalog, exposure={"mode": "all"}))
+    assert over["exposure"]["status"] == "ok"
+    assert over["exposure"]["detail"].startswith("mode auto: 108 tools known from snapshots take ")
+    assert (
+        "(over auto_search_tokens 20000): clients see find_tools, call_tool and the core tools"
+        in (over["exposure"]["detail"])
+    )
+    assert "(within auto_search_tokens 100000): clients see every tool" in within["exposure"]["detail"]
+    assert pinned["exposure"]["detail"] == "mode all: clients see every tool"

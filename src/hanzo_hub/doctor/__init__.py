@@ -6,9 +6,11 @@ hanzo-hub doctor [--probe] [--timeout S] [--json]    # exit 0: nothing failed, 1
 
 It checks the interpreter, the home folder (writable, free space), the HTTP bind, each sandbox backend the
 configuration uses (a real process in bubblewrap, a ping of the Docker engine), the vault, the embedding model and
-vector stores, the LLM providers' keys, and every downstream server (command, catalog install, required binaries,
-secrets, snapshot). ``--probe`` also starts each server the way serving does and lists it live. Nothing is printed
-from the vault but names. ``doctor/cli.py`` is the command; this module is what it runs.
+vector stores, the LLM providers' keys, every downstream server (command, catalog install, required binaries,
+secrets, snapshot), and what clients' ``tools/list`` will hold (every tool, or search's tools in ``auto`` once
+the tools known from snapshots take more than ``exposure.auto_search_tokens``). ``--probe`` also starts each
+server the way serving does and lists it live. Nothing is printed from the vault but names. ``doctor/cli.py`` is
+the command; this module is what it runs.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from hanzo_hub.doctor.machine import (
 )
 from hanzo_hub.doctor.report import Check
 from hanzo_hub.doctor.servers import check_servers, probe_servers
+from hanzo_hub.hub.auto_exposure import ToolTokens
 from hanzo_hub.hub.core import Hub
 
 __all__ = ["Check", "diagnose"]
@@ -46,6 +49,23 @@ def _catalog(hub: Hub) -> list[Check]:
     return checks
 
 
+async def _exposure(hub: Hub) -> Check:
+    """What a client's ``tools/list`` holds, by the exposure mode and the tools known without starting anything."""
+    exposure = hub.settings.exposure
+    if exposure.mode != "auto":
+        listed = "every tool" if exposure.mode == "all" else "find_tools, call_tool and the core tools"
+        return Check("exposure", "ok", f"mode {exposure.mode}: clients see {listed}")
+    tools = hub.snapshot_tools()
+    tokens = await ToolTokens().total(tools) if tools else 0
+    over = tokens > exposure.auto_search_tokens
+    listed = "find_tools, call_tool and the core tools" if over else "every tool"
+    detail = (
+        f"mode auto: {len(tools)} tools known from snapshots take {tokens} tokens "
+        f"({'over' if over else 'within'} auto_search_tokens {exposure.auto_search_tokens}): clients see {listed}"
+    )
+    return Check("exposure", "ok", detail)
+
+
 async def diagnose(settings: HubSettings, *, probe: bool = False, timeout: float | None = None) -> list[Check]:
     """Every check, in the order they are printed; with ``probe`` each server is also started and listed."""
     config = settings.config_file
@@ -61,6 +81,7 @@ async def diagnose(settings: HubSettings, *, probe: bool = False, timeout: float
     checks += check_embedding(settings)
     checks += check_llm(settings, secrets)
     checks += check_servers(hub, secrets)
+    checks.append(await _exposure(hub))
     if probe and hub.servers:
         checks += await probe_servers(hub, timeout or settings.backends.connect_timeout)
     return checks
