@@ -7,9 +7,11 @@ so every vector is distinct and on the model's manifold. Queries are the LongMem
 (nothing cached: the embedder has no cache and the first asking of a text is what is timed).
 
 Recall is timed through ``MemoryService.recall`` (query embedding, vector query, BM25 when the tier is within
-``lexical_max_entries``, fusion, access bookkeeping) for three embedding paths in the same run, each on its own
-third of the questions: the ``SentenceTransformer.encode`` path (the baseline), the direct torch transformer path,
-and ONNX Runtime (the embedder's default query path when onnxruntime is installed).
+``lexical_max_entries``, fusion, the feedback's re-scoring, access bookkeeping) for three embedding paths in the
+same run, each on its own third of the questions: the ``SentenceTransformer.encode`` path (the baseline), the direct
+torch transformer path, and ONNX Runtime (the embedder's default query path when onnxruntime is installed). The
+ONNX third is asked twice, with the shipped settings and with the feedback off (``memory.feedback_weight`` 0), each
+pair in alternating order, so the feedback's cost is read from one run.
 
 The HNSW sweep builds the same vectors into a bare Chroma collection once per ``hnsw:search_ef`` value (Chroma
 fixes it when a collection is created) and reports query time and the ANN recall of the top-k against exact search.
@@ -123,7 +125,8 @@ async def run(
     and an ONNX Runtime embedder), ingestion with embedding, and the HNSW sweep over ``efs``."""
     torch_inner, onnx_inner = inners
     body, matrix = corpus(texts, vecs, size)
-    settings = MemorySettings(store="chroma")
+    settings = shipped = MemorySettings(store="chroma")
+    no_feedback = settings.model_copy(update={"feedback_weight": 0.0})
     out: dict[str, Any] = {"memories": size, "settings": {"lexical_max_entries": settings.lexical_max_entries,
                                                           "project_k": settings.project.k}}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="memlat-") as tmp:
@@ -144,6 +147,9 @@ async def run(
             out["ingest_put_s"] = round(put_s, 1)
             for index in svc.store.opened():
                 await index.flush_stats()
+            out["feedback's vector copy MB (int8, capacity)"] = round(
+                sum(index.quantized.nbytes for index in svc.store.opened()) / 1e6, 1
+            )
             out["disk_bytes"] = du(root)
             out["disk_mb_per_100k"] = round(du(root) / size * 100_000 / 1e6, 1)
             third = len(queries) // 3
@@ -155,11 +161,17 @@ async def run(
                 svc.embedder = embedder
                 await svc.recall(SCOPE, "warm up " + name, tiers=("project",))
                 index = await svc.store.scope(key)
-                total, embed_ms, dense_ms, lexical_ms = [], [], [], []
-                for q in qs:
-                    t0 = time.perf_counter()
-                    await svc.recall(SCOPE, q, tiers=("project",))
-                    total.append((time.perf_counter() - t0) * 1000)
+                total, embed_ms, dense_ms, lexical_ms, unfed = [], [], [], [], []
+                for n, q in enumerate(qs):
+                    # the ONNX path (the default) is also timed with the feedback off, on the same questions, each
+                    # pair in alternating order
+                    modes = (shipped, no_feedback)[:: 1 if n % 2 else -1] if name.startswith("onnx") else (shipped,)
+                    for mode in modes:
+                        svc.retriever.settings = mode
+                        t0 = time.perf_counter()
+                        await svc.recall(SCOPE, q, tiers=("project",))
+                        (total if mode is shipped else unfed).append((time.perf_counter() - t0) * 1000)
+                    svc.retriever.settings = shipped
                     t1 = time.perf_counter()
                     vector = svc.embedder.embed_sync([q + " ?"])[0]
                     embed_ms.append((time.perf_counter() - t1) * 1000)
@@ -174,6 +186,8 @@ async def run(
                 out[f"part: query embedding {name}"] = percentiles(embed_ms)
                 out[f"part: vector query {name}"] = percentiles(dense_ms)
                 out[f"part: BM25 entries + conversations {name}"] = percentiles(lexical_ms)
+                if unfed:
+                    out[f"recall {name}, feedback off (same questions)"] = percentiles(unfed)
             svc.embedder = Embedder(onnx_inner, True)
             sample = [t + " (again)" for t in texts[:remember_n]]
             started = time.perf_counter()

@@ -4,8 +4,9 @@ Retrieval (``_memory_retrieval``): each question's haystack is its own memory st
 the question, abstention questions are skipped. ``tiered`` is the product's ``TieredRetriever`` over a
 ``ScopeIndex`` holding the turns as memories (``source`` = their session, ``created_at`` = the session date, the
 clock = the question date), with the shipped settings. Its weights and the query adapter were chosen by
-``train_memory_adapter.py`` on development haystacks built from LongMemEval questions outside the subset, so every
-question here is held out; the report gives all of them and the odd half (the earlier rounds' held-out half).
+``train_memory_adapter.py`` (the feedback's by ``tune_memory_feedback.py``) on development haystacks built from
+LongMemEval questions outside the subset, so every question here is held out; the report gives all of them and the
+odd half (the earlier rounds' held-out half).
 
 Dense scores need the cached MiniLM vectors (``bench/.cache/memory``, from ``_memory_embed.py``; not committed).
 Methods that need them run on the questions whose texts are all cached; the report says how many.
@@ -46,18 +47,25 @@ TUNED: dict[str, float] = {"recency_weight": 0.0}
 """Overrides of ``MemorySettings`` for the tiered runs: recency off (the haystacks' dates are synthetic); every
 other weight is the shipped default (lexical 0.15, conversation 0, BM25 b 0.75, time bonus 0.2), chosen with the
 query adapter by ``train_memory_adapter.py`` on development haystacks built from LongMemEval questions outside the
-subset (``_memory_dev.py``), so every question here is held out."""
+subset (``_memory_dev.py``), then the feedback (top 3, weight 0.7) by ``tune_memory_feedback.py`` on the same
+haystacks, so every question here is held out."""
 
-LAST_ROUND = {"lexical_weight": 0.25, "group_weight": 0.1}
+NO_FEEDBACK = {"feedback_weight": 0.0}
+"""The shipped settings of the round before pseudo-relevance feedback (``memory/feedback.py``)."""
+
+LAST_ROUND = {"lexical_weight": 0.25, "group_weight": 0.1, **NO_FEEDBACK}
 """The fusion of the round before (chosen on the subset's even half), with the current adapter."""
 
-FUSION_KEYS = {"semantic_weight", "lexical_weight", "group_weight", "lexical_b", "recency_weight", "time_weight"}
+FUSION_KEYS = {"semantic_weight", "lexical_weight", "group_weight", "lexical_b", "recency_weight", "time_weight",
+               "feedback_top", "feedback_weight"}  # fmt: skip
 
-PREVIOUS = {"lexical_weight": 0.4, "group_weight": 0.3, "lexical_b": 0.4, "recency_weight": 0.0, "time_weight": 0.0}
+PREVIOUS = {"lexical_weight": 0.4, "group_weight": 0.3, "lexical_b": 0.4, "recency_weight": 0.0, "time_weight": 0.0,
+            **NO_FEEDBACK}  # fmt: skip
 """The defaults of two rounds back (chosen on the subset's even half without a query adapter)."""
 
 
-BEFORE = {"lexical_weight": 0.25, "group_weight": 0.0, "lexical_b": 0.75, "recency_weight": 0.0, "time_weight": 0.0}
+BEFORE = {"lexical_weight": 0.25, "group_weight": 0.0, "lexical_b": 0.75, "recency_weight": 0.0, "time_weight": 0.0,
+          **NO_FEEDBACK}  # fmt: skip
 """The first fusion (no conversation score, BM25 b 0.75)."""
 
 
@@ -144,6 +152,7 @@ def methods(settings: MemorySettings) -> dict[str, Any]:
         "tiered + adapter, no time": adapted(tiered(tiered_settings(**(TUNED | {"time_weight": 0.0}))), adapter),
         "tiered, adapter off": tiered(settings),
         "tiered + adapter, last round's fusion": adapted(tiered(tiered_settings(**(TUNED | LAST_ROUND))), adapter),
+        "tiered + adapter, no feedback": adapted(tiered(tiered_settings(**(TUNED | NO_FEEDBACK))), adapter),
         "tiered + adapter (shipped)": adapted(tiered(settings), adapter),
         "shipped, default tier limits": adapted(tiered(tiered_settings(**TUNED, project=DEFAULT_TIER)), adapter),
     }
@@ -161,7 +170,8 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         "Nothing was tuned on these questions: the query adapter, its regularisation and the fusion weights were"
         " chosen by `train_memory_adapter.py` on development haystacks built from the LongMemEval questions outside"
-        " the subset (`_memory_dev.py`, `results/memory_adapter.md`).",
+        " the subset (`_memory_dev.py`, `results/memory_adapter.md`), the feedback's top and weight by"
+        " `tune_memory_feedback.py` on the same haystacks (`results/memory_feedback.md`).",
         "",
     ]
     latency = report.get("latency") or {}

@@ -17,8 +17,9 @@ sessions. The questions are split in two folds (even and odd positions); for eac
 trained on one fold and scores the other fold's haystacks with the tiered pipeline under every fusion of ``FUSION``
 (two-fold cross-fitting: no adapter scores a question it trained on). The row with the best mean turn all@10 +
 session all@5 over the folds gives the shipped regularisation and fusion weights (``memory.py`` ``TUNED`` and the
-``MemorySettings`` defaults); the shipped adapter is then trained on all 250. The benchmark's own questions are
-read only to exclude them.
+``MemorySettings`` defaults); the shipped adapter is then trained on all 250. Recall's pseudo-relevance feedback is
+off here: ``tune_memory_feedback.py`` chooses it afterwards, on top of what this script chose. The benchmark's own
+questions are read only to exclude them.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def cross_fit(items: list[dict[str, Any]], hs: list[Haystack], vector: dict[str,
             scored.append(mapped([hs[i] for i in folds[f]], adapter))
         for values in itertools.product(*FUSION.values()):
             fusion = dict(zip(FUSION, values, strict=True))
-            settings = bench.tiered_settings(**(bench.TUNED | fusion))
+            settings = bench.tiered_settings(**(bench.TUNED | bench.NO_FEEDBACK | fusion))
             got = [evaluate(part, {"t": bench.tiered(settings)})["t"] for part in scored]
             row: dict[str, Any] = {"l2": l2, **fusion}
             row |= {k: round(float(np.mean([g[k] for g in got])), 4) for k in OBJECTIVE}
@@ -114,13 +115,18 @@ def _shown(key: str, value: Any) -> Any:
     return f"{value:.4f}" if key in (*OBJECTIVE, "objective") else value
 
 
-def main() -> None:
+def dev_set() -> tuple[list[dict[str, Any]], dict[str, np.ndarray], list[Haystack]]:
+    """The training questions, their texts' vectors (embedded once, cached) and their development haystacks."""
     from hanzo_hub.vectors.st_embedder import SentenceTransformerEmbedder
 
     items = training_items()
     emb = SentenceTransformerEmbedder(threads=2, batch_size=64, cache_recent=False)
     vector = cached(texts_of(items) + list(PROBE_TEXTS), emb.embed_array_sync)
-    hs = dev_haystacks(items, vector)
+    return items, vector, dev_haystacks(items, vector)
+
+
+def main() -> None:
+    items, vector, hs = dev_set()
     rows = cross_fit(items, hs, vector)
     best = max(rows, key=lambda r: r["objective"])  # first best: no adapter, then the stronger l2 first
     src = source(items, vector)

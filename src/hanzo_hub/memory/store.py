@@ -30,6 +30,7 @@ from hanzo_hub.config import MemorySettings
 from hanzo_hub.errors import HubError, MemoryStoreError
 from hanzo_hub.memory.lexical import IncrementalBM25
 from hanzo_hub.memory.models import MemoryEntry, ScopeKey
+from hanzo_hub.memory.vector_cache import QuantizedVectors
 from hanzo_hub.memory.wal import WriteAheadLog
 from hanzo_hub.vectors import VECTOR_STORES, VectorRecord, VectorStore, load_impl
 
@@ -87,7 +88,8 @@ def _record(entry: MemoryEntry) -> VectorRecord:
 
 
 class ScopeIndex:
-    """The entries of one scope: vectors in a ``VectorStore``, entries cached here, BM25 over their contents."""
+    """The entries of one scope: vectors in a ``VectorStore``, entries cached here, BM25 over their contents, and
+    the vectors again, quantised, for recall's feedback (``quantized``)."""
 
     def __init__(
         self,
@@ -101,6 +103,7 @@ class ScopeIndex:
         self.vectors = vectors
         self.entries: dict[str, MemoryEntry] = {}
         self.lexical = lexical if lexical is not None else IncrementalBM25()
+        self.quantized = QuantizedVectors()
         self._wal = wal
         self._stats = stats
         self._dirty: set[str] = set()
@@ -110,7 +113,7 @@ class ScopeIndex:
         """Read the collection, replay the log over it, merge access statistics."""
         for record in await self.vectors.get_all():
             entry = MemoryEntry.from_dict(json.loads(record.metadata[ENTRY_KEY]))
-            self._cache(entry)
+            self._cache(entry, record.vector)
         if self._wal is not None:
             wal = self._wal
             ops = await anyio.to_thread.run_sync(wal.read)
@@ -139,13 +142,16 @@ class ScopeIndex:
             await self.vectors.upsert([_record(e) for e in puts.values()])
         logger.info("memory scope replayed %d logged operations", len(ops))
 
-    def _cache(self, entry: MemoryEntry) -> None:
+    def _cache(self, entry: MemoryEntry, vector: Sequence[float] = ()) -> None:
         self.entries[entry.id] = entry.evolve(embedding=())
         self.lexical.add(entry.id, entry.content, group=entry.source)
+        if vector or entry.embedding:
+            self.quantized.put(entry.id, vector or entry.embedding)
 
     def _uncache(self, rid: str) -> None:
         self.entries.pop(rid, None)
         self.lexical.remove(rid)
+        self.quantized.remove(rid)
         self._dirty.discard(rid)
 
     def _check(self, entries: Iterable[MemoryEntry]) -> None:

@@ -14,6 +14,9 @@ one session shares one) as a single document, so the turns of a conversation tha
 rise together even when each holds only part of the answer. Its weight is 0 by default: with the query adapter the
 development set (``bench/_memory_dev.py``) scored best without it.
 
+Then the query vector is moved towards the best ``feedback_top`` hits and every candidate's semantic part is scored
+again with it (pseudo-relevance feedback, :mod:`hanzo_hub.memory.feedback`; ``feedback_weight`` 0 turns it off).
+
 Where a local cross-encoder is configured (``memory.reranker``, :mod:`hanzo_hub.memory.rerank`), the best
 ``rerank_top`` of the union are scored by it with the query, in a worker thread, and re-ordered by
 ``score + rerank_weight * cross_encoder_score``; the rest follow in their fused order. The union is then
@@ -30,10 +33,12 @@ from dataclasses import dataclass
 import anyio
 
 from hanzo_hub.config import MemorySettings, MemoryTierSettings
+from hanzo_hub.memory.feedback import expanded_query, rescored
 from hanzo_hub.memory.models import MemoryEntry, Tier
 from hanzo_hub.memory.rerank import CrossEncoderReranker
 from hanzo_hub.memory.store import ScopeIndex
 from hanzo_hub.memory.timeref import TimeWindow, time_window
+from hanzo_hub.memory.vector_cache import Vector
 
 DAY = 86400.0
 DENSE_OVERFETCH = 2
@@ -54,6 +59,7 @@ class RecallHit:
     group: float | None = None
     rerank: float | None = None
     timed: float | None = None
+    expanded: float | None = None
 
     @property
     def why(self) -> str:
@@ -61,6 +67,8 @@ class RecallHit:
         parts = [f"{self.tier} tier", f"score {self.score:.3f}"]
         if self.semantic is not None:
             parts.append(f"cosine {self.semantic:.3f}")
+        if self.expanded is not None:
+            parts.append(f"cosine {self.expanded:.3f} with the query moved towards the best hits")
         if self.lexical is not None:
             parts.append(f"bm25 {self.lexical:.2f} of tier best")
         if self.group:
@@ -93,19 +101,18 @@ class TieredRetriever:
         return float(2.0 ** (-age_days / self.settings.recency_half_life_days))
 
     async def _tier_hits(
-        self, tier: Tier, index: ScopeIndex, query: str, vector: Sequence[float], now: float, window: TimeWindow | None
+        self,
+        tier: Tier,
+        index: ScopeIndex,
+        query: str,
+        vector: Sequence[float],
+        now: float,
+        window: TimeWindow | None,
     ) -> list[RecallHit]:
         s = self.settings
         ts = tier_settings(s, tier)
         if ts.k == 0 or not index.entries:
             return []
-        semantic: dict[str, float] = {}
-        for rid, cos in await index.vectors.query(vector, ts.k * DENSE_OVERFETCH):
-            entry = index.entries.get(rid)
-            if entry is not None and entry.superseded_by is None and cos >= ts.threshold:
-                semantic[rid] = cos
-            if len(semantic) >= ts.k:
-                break
         lexical: dict[str, float] = {}
         groups: dict[str, float] = {}
         if s.lexical and len(index.entries) <= s.lexical_max_entries:
@@ -118,6 +125,13 @@ class TieredRetriever:
                 found = index.lexical.search_groups(query, max(ts.k, GROUPS_FETCHED))
                 best = found[0][1] if found else 1.0
                 groups = {group: score / best for group, score in found}
+        semantic: dict[str, float] = {}
+        for rid, cos in await index.vectors.query(vector, ts.k * DENSE_OVERFETCH):
+            entry = index.entries.get(rid)
+            if entry is not None and entry.superseded_by is None and cos >= ts.threshold:
+                semantic[rid] = cos
+            if len(semantic) >= ts.k:
+                break
         hits = []
         for rid in semantic.keys() | lexical.keys():
             entry = index.entries[rid]
@@ -134,6 +148,20 @@ class TieredRetriever:
             )
             hits.append(RecallHit(entry, tier, score, sem, lex, grp, timed=timed))
         return hits
+
+    def _with_feedback(
+        self, indexes: Mapping[Tier, ScopeIndex], hits: list[RecallHit], vector: Sequence[float]
+    ) -> list[RecallHit]:
+        """Every hit's semantic part scored again against the query moved towards the best hits (``feedback``),
+        with the vectors each scope keeps in process memory."""
+        vectors: dict[str, Vector] = {}
+        for tier, index in indexes.items():
+            vectors.update(index.quantized.get(h.entry.id for h in hits if h.tier == tier))
+        best = [vectors[h.entry.id] for h in hits[: self.settings.feedback_top] if h.entry.id in vectors]
+        if not best:
+            return hits
+        query = expanded_query(vector, best, self.settings.feedback_weight)
+        return rescored(hits, vectors, query, self.settings.semantic_weight)
 
     async def _reranked(self, reranker: CrossEncoderReranker, query: str, hits: list[RecallHit]) -> list[RecallHit]:
         top, rest = hits[: self.settings.rerank_top], hits[self.settings.rerank_top :]
@@ -162,6 +190,8 @@ class TieredRetriever:
         for tier, index in indexes.items():
             hits.extend(await self._tier_hits(tier, index, query, vector, now, window))
         hits.sort(key=lambda h: (-h.score, h.entry.id))
+        if self.settings.feedback_weight > 0 and hits:
+            hits = self._with_feedback(indexes, hits, vector)
         if self.reranker is not None and hits:
             hits = await self._reranked(self.reranker, query, hits)
         budget = token_budget if token_budget is not None else self.settings.token_budget

@@ -1,0 +1,87 @@
+"""Every vector of a memory scope in process memory, int8 with one scale per row, for recall's feedback.
+
+Recall's pseudo-relevance feedback (:mod:`hanzo_hub.memory.feedback`) scores each candidate's vector against a moved
+query. Reading those vectors back from ChromaDB cost 2-3 ms a recall at 100,000 memories (a ``get`` by id for the
+BM25-only candidates plus the search returning its vectors), more than the rest of the fusion together. Kept here,
+quantised to int8 with a per-row scale, a 384-dimension vector takes 388 bytes (39 MB per 100,000 memories, less
+than the entries' own cache) and a read is a numpy gather. Quantisation moves a cosine by 0.0002 on average and
+at most about 0.001.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["QuantizedVectors", "Vector"]
+
+Vector = npt.NDArray[np.float32]
+INITIAL_ROWS = 64
+
+
+class QuantizedVectors:
+    """``id -> vector`` for one scope; rows are reused after removal. Vectors of another dimension than the first
+    one stored (an embedding model changed under old memories) are not kept: they read as missing."""
+
+    def __init__(self) -> None:
+        self._rows: dict[str, int] = {}
+        self._free: list[int] = []
+        self._codes: npt.NDArray[np.int8] | None = None
+        self._scales = np.zeros(0, dtype=np.float32)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __contains__(self, rid: object) -> bool:
+        return rid in self._rows
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the arrays (capacity, not only the rows in use)."""
+        codes = 0 if self._codes is None else self._codes.nbytes
+        return codes + self._scales.nbytes
+
+    def _row(self) -> int:
+        if self._free:
+            return self._free.pop()
+        assert self._codes is not None
+        used = len(self._rows)
+        if used == self._codes.shape[0]:
+            grown = max(INITIAL_ROWS, 2 * used)
+            self._codes = np.concatenate([self._codes, np.zeros((grown - used, self._codes.shape[1]), np.int8)])
+            self._scales = np.concatenate([self._scales, np.zeros(grown - used, np.float32)])
+        return used
+
+    def put(self, rid: str, vector: Sequence[float]) -> None:
+        """Keep ``vector`` for ``rid`` (replacing any before)."""
+        values = np.asarray(vector, dtype=np.float32)
+        if self._codes is None:
+            self._codes = np.zeros((INITIAL_ROWS, values.shape[0]), np.int8)
+            self._scales = np.zeros(INITIAL_ROWS, np.float32)
+        if values.ndim != 1 or values.shape[0] != self._codes.shape[1]:
+            self.remove(rid)
+            return
+        row = self._rows.get(rid)
+        if row is None:
+            row = self._rows[rid] = self._row()
+        peak = float(np.abs(values).max()) if values.size else 0.0
+        scale = peak / 127.0 if peak > 0 else 1.0
+        self._codes[row] = np.round(values / scale).astype(np.int8)
+        self._scales[row] = scale
+
+    def remove(self, rid: str) -> None:
+        """Forget ``rid`` (unknown ids are ignored)."""
+        row = self._rows.pop(rid, None)
+        if row is not None:
+            self._free.append(row)
+
+    def get(self, ids: Iterable[str]) -> dict[str, Vector]:
+        """``{id: vector}`` (float32) for the known ones of ``ids``."""
+        known = [(rid, row) for rid in ids if (row := self._rows.get(rid)) is not None]
+        if not known or self._codes is None:
+            return {}
+        rows = np.fromiter((row for _, row in known), dtype=np.intp, count=len(known))
+        values = self._codes[rows].astype(np.float32) * self._scales[rows, None]
+        return {rid: values[i] for i, (rid, _) in enumerate(known)}
