@@ -59,7 +59,11 @@ METHODS: dict[str, tuple[TextOptions, FusionParams]] = {
     ),
     "hybrid +subqueries round-robin k=20": (TUNED_TEXT, replace(OLD, interleave=True, rrf_k=20)),
     "hybrid dense 1.5, k=20 (no sub-queries)": (TUNED_TEXT, replace(OLD, dense_weight=1.5, rrf_k=20, decompose=False)),
-    "hybrid (shipped default: dense 1.5, k=20, round-robin)": (DEFAULT_TEXT, DEFAULT_FUSION),
+    "hybrid, previous default (dense 1.5, k=20, sub-query round-robin)": (
+        DEFAULT_TEXT,
+        replace(DEFAULT_FUSION, interleave=True),
+    ),
+    "hybrid (shipped default: dense 1.5, k=20, fused order)": (DEFAULT_TEXT, DEFAULT_FUSION),
 }
 NOTES = [
     "Tuning: the shipped fusion was picked on the dev half of our catalog set only (a 48-point grid: dense weight, "
@@ -83,7 +87,8 @@ NOTES = [
     "all-query columns include the half it was trained on.",
     "Padded 10K catalog: pooled tools plus renamed copies; copies reuse their original's vector with small noise.",
 ]
-PIPELINE_METHOD = "hybrid (shipped default: dense 1.5, k=20, round-robin)"
+PIPELINE_METHOD = "hybrid (shipped default: dense 1.5, k=20, fused order)"
+PREVIOUS_METHOD = "hybrid, previous default (dense 1.5, k=20, sub-query round-robin)"
 SHIPPED_METHOD = "hybrid as shipped (shipped default + query adapter, int8 query encoder)"
 SHIPPED_PIPELINE = "pipeline as shipped (int8 queries + query adapter, stage 1 top-20 -> <=15 tools, 4K tokens)"
 INT8_METHOD = "hybrid (shipped default), int8 query encoder, no adapter"
@@ -91,6 +96,7 @@ INT8_PIPELINE = "pipeline, int8 queries, no adapter (stage 1 top-20 -> <=15 tool
 ADAPTED = {  # method -> the method it maps with the bundled query adapter (fp32 query vectors)
     "dense + query adapter": "dense",
     "hybrid (shipped default) + query adapter": PIPELINE_METHOD,
+    "hybrid, previous default (round-robin) + query adapter": PREVIOUS_METHOD,
 }
 
 
