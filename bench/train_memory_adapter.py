@@ -85,17 +85,25 @@ def mapped(hs: list[Haystack], adapter: QueryAdapter | None) -> list[Haystack]:
     return [bench.mapped_query(h, adapter) for h in hs]
 
 
+def cross_fitted(
+    items: list[dict[str, Any]], hs: list[Haystack], vector: dict[str, np.ndarray], l2: float | None
+) -> list[list[Haystack]]:
+    """The two folds (even and odd positions), each with its queries mapped by an adapter trained at ``l2`` on the
+    other fold (``None``: no adapter)."""
+    empty = np.zeros((0, hs[0].qvec.shape[0]), np.float32)
+    out = []
+    for f in (0, 1):
+        other = [items[i] for i in range(len(items)) if i % 2 != f]
+        adapter = None if l2 is None else QueryAdapter(train([source(other, vector)], l2), empty)
+        out.append(mapped([h for i, h in enumerate(hs) if i % 2 == f], adapter))
+    return out
+
+
 def cross_fit(items: list[dict[str, Any]], hs: list[Haystack], vector: dict[str, np.ndarray]) -> list[dict[str, Any]]:
     """Every regularisation with every fusion, each fold scored by an adapter trained on the other fold."""
-    folds = [[i for i in range(len(items)) if i % 2 == f] for f in (0, 1)]
-    empty = np.zeros((0, hs[0].qvec.shape[0]), np.float32)
     rows = []
     for l2 in GRID:
-        scored = []
-        for f in (0, 1):
-            other = [items[i] for i in folds[1 - f]]
-            adapter = None if l2 is None else QueryAdapter(train([source(other, vector)], l2), empty)
-            scored.append(mapped([hs[i] for i in folds[f]], adapter))
+        scored = cross_fitted(items, hs, vector, l2)
         for values in itertools.product(*FUSION.values()):
             fusion = dict(zip(FUSION, values, strict=True))
             settings = bench.tiered_settings(**(bench.TUNED | bench.NO_FEEDBACK | fusion))

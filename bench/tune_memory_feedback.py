@@ -25,27 +25,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import memory as bench
 from _common import machine_info, md_table, write_results
-from _memory_retrieval import Haystack, evaluate
+from _memory_retrieval import evaluate
 from hanzo_hub.memory.adapter import bundled_path
 from hanzo_hub.selection.adapter import QueryAdapter
-from train_memory_adapter import dev_set, mapped, source
-from train_query_adapter import train
+from train_memory_adapter import cross_fitted, dev_set
 
 GRID = {"feedback_top": [2, 3, 4, 5, 10], "feedback_weight": [0.0, 0.2, 0.4, 0.5, 0.7, 1.0, 1.5]}
 OBJECTIVE = ("turn_recall_all@10", "session_recall_all@5")
 SHOWN = (*OBJECTIVE, "turn_recall_all@5", "turn_recall_any@10", "session_ndcg@10")
-
-
-def folds(items: list[dict[str, Any]], hs: list[Haystack], vector: dict[str, np.ndarray]) -> list[list[Haystack]]:
-    """The two folds' haystacks, each with its queries mapped by an adapter trained on the other fold."""
-    l2 = QueryAdapter.load(bundled_path()).info["l2"]
-    empty = np.zeros((0, hs[0].qvec.shape[0]), np.float32)
-    out = []
-    for f in (0, 1):
-        other = [items[i] for i in range(len(items)) if i % 2 != f]
-        adapter = QueryAdapter(train([source(other, vector)], l2), empty)
-        out.append(mapped([h for i, h in enumerate(hs) if i % 2 == f], adapter))
-    return out
 
 
 def _shown(key: str, value: Any) -> Any:
@@ -55,7 +42,7 @@ def _shown(key: str, value: Any) -> Any:
 
 def main() -> None:
     items, vector, hs = dev_set()
-    parts = folds(items, hs, vector)
+    parts = cross_fitted(items, hs, vector, QueryAdapter.load(bundled_path()).info["l2"])
     rows = []
     for top, weight in itertools.product(*GRID.values()):
         if weight == 0 and top != GRID["feedback_top"][0]:

@@ -27,7 +27,7 @@ from hanzo_hub.doctor.machine import (
 )
 from hanzo_hub.doctor.report import Check
 from hanzo_hub.doctor.servers import check_servers, probe_servers
-from hanzo_hub.hub.auto_exposure import ToolTokens
+from hanzo_hub.hub.auto_exposure import AutoListing, listing_for
 from hanzo_hub.hub.core import Hub
 
 __all__ = ["Check", "diagnose"]
@@ -52,16 +52,17 @@ def _catalog(hub: Hub) -> list[Check]:
 async def _exposure(hub: Hub) -> Check:
     """What a client's ``tools/list`` holds, by the exposure mode and the tools known without starting anything."""
     exposure = hub.settings.exposure
-    if exposure.mode != "auto":
-        listed = "every tool" if exposure.mode == "all" else "find_tools, call_tool and the core tools"
-        return Check("exposure", "ok", f"mode {exposure.mode}: clients see {listed}")
     tools = hub.snapshot_tools()
-    tokens = await ToolTokens().total(tools) if tools else 0
-    over = tokens > exposure.auto_search_tokens
-    listed = "find_tools, call_tool and the core tools" if over else "every tool"
+    auto = AutoListing(exposure.auto_search_tokens)
+    listing = await listing_for(exposure.mode, tools, auto)
+    listed = "every tool" if listing == "all" else "find_tools, call_tool and the core tools"
+    if exposure.mode != "auto":
+        return Check("exposure", "ok", f"mode {exposure.mode}: clients see {listed}")
+    tokens = await auto.tokens.total(tools)  # counted already when the bytes bound did not decide
+    within = "over" if listing == "search" else "within"
     detail = (
         f"mode auto: {len(tools)} tools known from snapshots take {tokens} tokens "
-        f"({'over' if over else 'within'} auto_search_tokens {exposure.auto_search_tokens}): clients see {listed}"
+        f"({within} auto_search_tokens {exposure.auto_search_tokens}): clients see {listed}"
     )
     return Check("exposure", "ok", detail)
 

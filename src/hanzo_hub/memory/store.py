@@ -111,9 +111,10 @@ class ScopeIndex:
 
     async def load(self) -> None:
         """Read the collection, replay the log over it, merge access statistics."""
-        for record in await self.vectors.get_all():
-            entry = MemoryEntry.from_dict(json.loads(record.metadata[ENTRY_KEY]))
-            self._cache(entry, record.vector)
+        records = await self.vectors.get_all()
+        for record in records:
+            self._cache(MemoryEntry.from_dict(json.loads(record.metadata[ENTRY_KEY])))
+        self.quantized.put_many([r.id for r in records], [r.vector for r in records])
         if self._wal is not None:
             wal = self._wal
             ops = await anyio.to_thread.run_sync(wal.read)
@@ -140,13 +141,12 @@ class ScopeIndex:
                 await self.vectors.delete(op["ids"])
         if puts:
             await self.vectors.upsert([_record(e) for e in puts.values()])
+            self.quantized.put_many(list(puts), [e.embedding for e in puts.values()])
         logger.info("memory scope replayed %d logged operations", len(ops))
 
-    def _cache(self, entry: MemoryEntry, vector: Sequence[float] = ()) -> None:
+    def _cache(self, entry: MemoryEntry) -> None:
         self.entries[entry.id] = entry.evolve(embedding=())
         self.lexical.add(entry.id, entry.content, group=entry.source)
-        if vector or entry.embedding:
-            self.quantized.put(entry.id, vector or entry.embedding)
 
     def _uncache(self, rid: str) -> None:
         self.entries.pop(rid, None)
@@ -174,6 +174,7 @@ class ScopeIndex:
             await self.vectors.upsert([_record(e) for e in entries])
             for entry in entries:
                 self._cache(entry)
+            self.quantized.put_many([e.id for e in entries], [e.embedding for e in entries])
             await self._maybe_checkpoint()
 
     async def delete(self, ids: Sequence[str]) -> list[str]:

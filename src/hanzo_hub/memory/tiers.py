@@ -101,18 +101,19 @@ class TieredRetriever:
         return float(2.0 ** (-age_days / self.settings.recency_half_life_days))
 
     async def _tier_hits(
-        self,
-        tier: Tier,
-        index: ScopeIndex,
-        query: str,
-        vector: Sequence[float],
-        now: float,
-        window: TimeWindow | None,
+        self, tier: Tier, index: ScopeIndex, query: str, vector: Sequence[float], now: float, window: TimeWindow | None
     ) -> list[RecallHit]:
         s = self.settings
         ts = tier_settings(s, tier)
         if ts.k == 0 or not index.entries:
             return []
+        semantic: dict[str, float] = {}
+        for rid, cos in await index.vectors.query(vector, ts.k * DENSE_OVERFETCH):
+            entry = index.entries.get(rid)
+            if entry is not None and entry.superseded_by is None and cos >= ts.threshold:
+                semantic[rid] = cos
+            if len(semantic) >= ts.k:
+                break
         lexical: dict[str, float] = {}
         groups: dict[str, float] = {}
         if s.lexical and len(index.entries) <= s.lexical_max_entries:
@@ -125,13 +126,6 @@ class TieredRetriever:
                 found = index.lexical.search_groups(query, max(ts.k, GROUPS_FETCHED))
                 best = found[0][1] if found else 1.0
                 groups = {group: score / best for group, score in found}
-        semantic: dict[str, float] = {}
-        for rid, cos in await index.vectors.query(vector, ts.k * DENSE_OVERFETCH):
-            entry = index.entries.get(rid)
-            if entry is not None and entry.superseded_by is None and cos >= ts.threshold:
-                semantic[rid] = cos
-            if len(semantic) >= ts.k:
-                break
         hits = []
         for rid in semantic.keys() | lexical.keys():
             entry = index.entries[rid]

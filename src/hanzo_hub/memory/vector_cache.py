@@ -43,33 +43,52 @@ class QuantizedVectors:
         codes = 0 if self._codes is None else self._codes.nbytes
         return codes + self._scales.nbytes
 
-    def _row(self) -> int:
-        if self._free:
-            return self._free.pop()
+    def _reserve(self, extra: int) -> None:
+        """Room for ``extra`` new rows beyond the free ones (capacity doubles)."""
         assert self._codes is not None
-        used = len(self._rows)
-        if used == self._codes.shape[0]:
-            grown = max(INITIAL_ROWS, 2 * used)
-            self._codes = np.concatenate([self._codes, np.zeros((grown - used, self._codes.shape[1]), np.int8)])
-            self._scales = np.concatenate([self._scales, np.zeros(grown - used, np.float32)])
-        return used
+        high = len(self._rows) + len(self._free)  # rows ever handed out
+        needed = high + max(0, extra - len(self._free))
+        if needed > self._codes.shape[0]:
+            grown = max(INITIAL_ROWS, 2 * self._codes.shape[0], needed)
+            more = grown - self._codes.shape[0]
+            self._codes = np.concatenate([self._codes, np.zeros((more, self._codes.shape[1]), np.int8)])
+            self._scales = np.concatenate([self._scales, np.zeros(more, np.float32)])
 
     def put(self, rid: str, vector: Sequence[float]) -> None:
         """Keep ``vector`` for ``rid`` (replacing any before)."""
-        values = np.asarray(vector, dtype=np.float32)
-        if self._codes is None:
-            self._codes = np.zeros((INITIAL_ROWS, values.shape[0]), np.int8)
-            self._scales = np.zeros(INITIAL_ROWS, np.float32)
-        if values.ndim != 1 or values.shape[0] != self._codes.shape[1]:
-            self.remove(rid)
+        self.put_many([rid], [vector])
+
+    def put_many(self, ids: Sequence[str], vectors: Sequence[Sequence[float]]) -> None:
+        """Keep each of ``vectors`` for its id of ``ids``, quantised in one pass (a scope's load, a write batch)."""
+        if not ids:
             return
-        row = self._rows.get(rid)
-        if row is None:
-            row = self._rows[rid] = self._row()
-        peak = float(np.abs(values).max()) if values.size else 0.0
-        scale = peak / 127.0 if peak > 0 else 1.0
-        self._codes[row] = np.round(values / scale).astype(np.int8)
-        self._scales[row] = scale
+        if self._codes is None:
+            dim = len(vectors[0])
+            self._codes = np.zeros((INITIAL_ROWS, dim), np.int8)
+            self._scales = np.zeros(INITIAL_ROWS, np.float32)
+        dim = self._codes.shape[1]
+        kept = [i for i, vector in enumerate(vectors) if len(vector) == dim]
+        for i in sorted(set(range(len(ids))) - set(kept)):
+            self.remove(ids[i])
+        if not kept:
+            return
+        values = np.asarray([vectors[i] for i in kept], dtype=np.float32)
+        self._reserve(sum(1 for i in kept if ids[i] not in self._rows))
+        high = len(self._rows) + len(self._free)
+        rows = []
+        for i in kept:
+            row = self._rows.get(ids[i])
+            if row is None:
+                if self._free:
+                    row = self._free.pop()
+                else:
+                    row, high = high, high + 1
+                self._rows[ids[i]] = row
+            rows.append(row)
+        peaks = np.abs(values).max(axis=1)
+        scales = np.where(peaks > 0, peaks / 127.0, 1.0).astype(np.float32)
+        self._codes[rows] = np.round(values / scales[:, None]).astype(np.int8)
+        self._scales[rows] = scales
 
     def remove(self, rid: str) -> None:
         """Forget ``rid`` (unknown ids are ignored)."""
