@@ -9,9 +9,10 @@ so every vector is distinct and on the model's manifold. Queries are the LongMem
 Recall is timed through ``MemoryService.recall`` (query embedding, vector query, BM25 when the tier is within
 ``lexical_max_entries``, fusion, the feedback's re-scoring, access bookkeeping) for three embedding paths in the
 same run, each on its own third of the questions: the ``SentenceTransformer.encode`` path (the baseline), the direct
-torch transformer path, and ONNX Runtime (the embedder's default query path when onnxruntime is installed). The
-ONNX third is asked twice, with the shipped settings and with the feedback off (``memory.feedback_weight`` 0), each
-pair in alternating order, so the feedback's cost is read from one run.
+torch transformer path, and ONNX Runtime with the int8 query encoder (what recall ships with when onnxruntime is
+installed: ``embedding.query_precision`` 'int8'). The ONNX third is asked three times, as shipped, with the feedback
+off (``memory.feedback_weight`` 0) and with fp32 query vectors, in rotating order, so the cost of the feedback and
+the gain of the int8 queries are read from one run.
 
 The HNSW sweep builds the same vectors into a bare Chroma collection once per ``hnsw:search_ef`` value (Chroma
 fixes it when a collection is created) and reports query time and the ANN recall of the top-k against exact search.
@@ -69,6 +70,18 @@ class Embedder:
         return await anyio.to_thread.run_sync(self.embed_sync, list(texts))
 
 
+class QueryPathEmbedder(Embedder):
+    """Also has the query path recall uses (``embed_queries``): the inner embedder's int8 encoder where it has one."""
+
+    def embed_queries_sync(self, texts: Sequence[str]) -> list[list[float]]:
+        return [[float(x) for x in row] for row in self.inner.embed_queries_sync(texts)]
+
+    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        import anyio.to_thread
+
+        return await anyio.to_thread.run_sync(self.embed_queries_sync, list(texts))
+
+
 def percentiles(ms: list[float]) -> dict[str, float]:
     ms = sorted(ms)
     return {
@@ -116,14 +129,15 @@ async def run(
     texts: Sequence[str],
     vecs: np.ndarray,
     queries: Sequence[str],
-    inners: tuple[Any, Any],
+    inners: tuple[Any, Any, Any],
     size: int,
     remember_n: int,
     efs: Sequence[int] = (),
 ) -> dict[str, Any]:
     """Fill one scope with ``size`` memories, then time recall for the three query paths (``inners``: a torch-only
-    and an ONNX Runtime embedder), ingestion with embedding, and the HNSW sweep over ``efs``."""
-    torch_inner, onnx_inner = inners
+    embedder, an ONNX Runtime one with fp32 queries and one with int8 queries), ingestion with embedding, and the
+    HNSW sweep over ``efs``."""
+    torch_inner, onnx_inner, int8_inner = inners
     body, matrix = corpus(texts, vecs, size)
     settings = shipped = MemorySettings(store="chroma")
     no_feedback = settings.model_copy(update={"feedback_weight": 0.0})
@@ -153,28 +167,40 @@ async def run(
             out["disk_bytes"] = du(root)
             out["disk_mb_per_100k"] = round(du(root) / size * 100_000 / 1e6, 1)
             third = len(queries) // 3
+            int8, fp32 = QueryPathEmbedder(int8_inner, True), Embedder(onnx_inner, True)
+            int8.embed_queries_sync(["warm up the int8 query encoder"])
             for name, embedder, qs in (
                 ("encode (baseline)", Embedder(torch_inner, False), queries[:third]),
                 ("direct torch", Embedder(torch_inner, True), queries[third : 2 * third]),
-                (f"onnx runtime ({onnx_inner.runtime_in_use})", Embedder(onnx_inner, True), queries[2 * third :]),
+                (f"onnx runtime ({int8_inner.query_runtime_in_use} queries)", int8, queries[2 * third :]),
             ):
                 svc.embedder = embedder
                 await svc.recall(SCOPE, "warm up " + name, tiers=("project",))
                 index = await svc.store.scope(key)
-                total, embed_ms, dense_ms, lexical_ms, unfed = [], [], [], [], []
+                total, embed_ms, dense_ms, lexical_ms = [], [], [], []
+                paired: dict[str, list[float]] = {"feedback off": [], "fp32 queries": [], "fp32 query embedding": []}
                 for n, q in enumerate(qs):
-                    # the ONNX path (the default) is also timed with the feedback off, on the same questions, each
-                    # pair in alternating order
-                    modes = (shipped, no_feedback)[:: 1 if n % 2 else -1] if name.startswith("onnx") else (shipped,)
-                    for mode in modes:
-                        svc.retriever.settings = mode
+                    # the ONNX path (the shipped default: int8 queries) is also timed with the feedback off and with
+                    # fp32 query vectors, on the same questions, the three in rotating order
+                    modes = [("shipped", shipped, int8), ("feedback off", no_feedback, int8),
+                             ("fp32 queries", shipped, fp32)]  # fmt: skip
+                    modes = modes[n % 3 :] + modes[: n % 3] if embedder is int8 else [("shipped", shipped, embedder)]
+                    for label, mode, path in modes:
+                        svc.retriever.settings, svc.embedder = mode, path
                         t0 = time.perf_counter()
                         await svc.recall(SCOPE, q, tiers=("project",))
-                        (total if mode is shipped else unfed).append((time.perf_counter() - t0) * 1000)
-                    svc.retriever.settings = shipped
+                        (total if label == "shipped" else paired[label]).append((time.perf_counter() - t0) * 1000)
+                    svc.retriever.settings, svc.embedder = shipped, embedder
                     t1 = time.perf_counter()
-                    vector = svc.embedder.embed_sync([q + " ?"])[0]
-                    embed_ms.append((time.perf_counter() - t1) * 1000)
+                    if embedder is int8:
+                        vector = int8.embed_queries_sync([q + " ?"])[0]
+                        embed_ms.append((time.perf_counter() - t1) * 1000)
+                        t1 = time.perf_counter()
+                        fp32.embed_sync([q + " ?!"])
+                        paired["fp32 query embedding"].append((time.perf_counter() - t1) * 1000)
+                    else:
+                        vector = svc.embedder.embed_sync([q + " ?"])[0]
+                        embed_ms.append((time.perf_counter() - t1) * 1000)
                     t2 = time.perf_counter()
                     await index.vectors.query(vector, 2 * settings.project.k)
                     dense_ms.append((time.perf_counter() - t2) * 1000)
@@ -186,8 +212,10 @@ async def run(
                 out[f"part: query embedding {name}"] = percentiles(embed_ms)
                 out[f"part: vector query {name}"] = percentiles(dense_ms)
                 out[f"part: BM25 entries + conversations {name}"] = percentiles(lexical_ms)
-                if unfed:
-                    out[f"recall {name}, feedback off (same questions)"] = percentiles(unfed)
+                if embedder is int8:
+                    out[f"recall {name}, feedback off (same questions)"] = percentiles(paired["feedback off"])
+                    out[f"recall {name}, fp32 query vectors (same questions)"] = percentiles(paired["fp32 queries"])
+                    out[f"part: query embedding {name}, fp32"] = percentiles(paired["fp32 query embedding"])
             svc.embedder = Embedder(onnx_inner, True)
             sample = [t + " (again)" for t in texts[:remember_n]]
             started = time.perf_counter()

@@ -8,6 +8,10 @@ clock = the question date), with the shipped settings. Its weights and the query
 LongMemEval questions outside the subset, so every question here is held out; the report gives all of them and the
 odd half (the earlier rounds' held-out half).
 
+The current pipeline's rows embed each question with the int8 query encoder, as recall does by default
+(``embedding.query_precision``); the baselines and earlier defaults use the cached fp32 vectors, and one row shows the
+shipped pipeline with them.
+
 Dense scores need the cached MiniLM vectors (``bench/.cache/memory``, from ``_memory_embed.py``; not committed).
 Methods that need them run on the questions whose texts are all cached; the report says how many.
 
@@ -140,8 +144,31 @@ def adapted(method: Any, adapter: QueryAdapter) -> Any:
     return lambda h: method(mapped_query(h, adapter))
 
 
-def methods(settings: MemorySettings) -> dict[str, Any]:
+def int8_query_vectors(hs: list[Haystack]) -> dict[str, np.ndarray]:
+    """Each question's vector from the int8 query encoder, as recall embeds it (``embedding.query_precision``
+    'int8', the default); one question at a time, like recall."""
+    from hanzo_hub.vectors.st_embedder import SentenceTransformerEmbedder
+
+    embedder = SentenceTransformerEmbedder(cache_dir=ONNX_CACHE, query_precision="int8", cache_recent=False)
+    if embedder.query_runtime_in_use != "onnx-int8":
+        raise SystemExit("the int8 query encoder did not load; the shipped rows need it")
+    return {h.qid: np.asarray(embedder.embed_queries_sync([h.question])[0], np.float32) for h in hs}
+
+
+def int8_queries(method: Any, vectors: dict[str, np.ndarray]) -> Any:
+    """``method`` with the question's vector from the int8 query encoder (before any adapter maps it)."""
+    return lambda h: method(dataclasses.replace(h, qvec=vectors[h.qid]))
+
+
+def methods(settings: MemorySettings, int8: dict[str, np.ndarray]) -> dict[str, Any]:
+    """The compared rankings. Baselines and the earlier defaults use fp32 question vectors (as cached); the current
+    pipeline's rows use the int8 query encoder as recall ships, and one row shows the shipped pipeline on fp32."""
     adapter = QueryAdapter.load(bundled_path())
+
+    def current(overrides: dict[str, Any], *, adapter_on: bool = True, **extra: Any) -> Any:
+        method = tiered(tiered_settings(**(TUNED | overrides), **extra))
+        return int8_queries(adapted(method, adapter) if adapter_on else method, int8)
+
     return {
         "bm25": bm25_ranking,
         "dense": dense_ranking,
@@ -149,12 +176,13 @@ def methods(settings: MemorySettings) -> dict[str, Any]:
         "hybrid (RRF)": lambda h: rrf(bm25_ranking(h), dense_ranking(h)),
         "tiered (first)": tiered(tiered_settings(**BEFORE)),
         "tiered (previous)": tiered(tiered_settings(**PREVIOUS)),
-        "tiered + adapter, no time": adapted(tiered(tiered_settings(**(TUNED | {"time_weight": 0.0}))), adapter),
-        "tiered, adapter off": tiered(settings),
-        "tiered + adapter, last round's fusion": adapted(tiered(tiered_settings(**(TUNED | LAST_ROUND))), adapter),
-        "tiered + adapter, no feedback": adapted(tiered(tiered_settings(**(TUNED | NO_FEEDBACK))), adapter),
-        "tiered + adapter (shipped)": adapted(tiered(settings), adapter),
-        "shipped, default tier limits": adapted(tiered(tiered_settings(**TUNED, project=DEFAULT_TIER)), adapter),
+        "tiered + adapter, no time": current({"time_weight": 0.0}),
+        "tiered, adapter off": current({}, adapter_on=False),
+        "tiered + adapter, last round's fusion": current(LAST_ROUND),
+        "tiered + adapter, no feedback": current(NO_FEEDBACK),
+        "shipped, fp32 query vectors": adapted(tiered(settings), adapter),
+        "tiered + adapter (shipped)": current({}),
+        "shipped, default tier limits": current({}, project=DEFAULT_TIER),
     }
 
 
@@ -204,6 +232,7 @@ def main() -> None:
     covered = [h for h, ok in zip(hs, dense_ok, strict=True) if ok]
     odd_half = [h for i, h in enumerate(covered) if i % 2 == 1]
     settings = tiered_settings(**TUNED)
+    int8 = int8_query_vectors(covered)
     lexical_only: dict[str, Any] = {"bm25": bm25_ranking}
     report: dict[str, Any] = {
         "dataset": "LongMemEval_S cleaned subset200",
@@ -220,8 +249,10 @@ def main() -> None:
         "embedder": "all-MiniLM-L6-v2 (max_seq_length 256)",
         "tiered_settings": {"project_tier": TIER.model_dump(), **settings.model_dump(include=FUSION_KEYS)},
         "retrieval": {
-            f"all questions with vectors ({len(covered)}, none tuned on)": evaluate(covered, methods(settings)),
-            f"odd half ({len(odd_half)} questions, the earlier held-out half)": evaluate(odd_half, methods(settings)),
+            f"all questions with vectors ({len(covered)}, none tuned on)": evaluate(covered, methods(settings, int8)),
+            f"odd half ({len(odd_half)} questions, the earlier held-out half)": evaluate(
+                odd_half, methods(settings, int8)
+            ),
             f"BM25 on every question ({len(hs)})": evaluate(hs, lexical_only),
         },
     }
@@ -242,6 +273,7 @@ def measure_latency(hs: list[Haystack], size: int, efs: list[int]) -> dict[str, 
     inners = (
         SentenceTransformerEmbedder(runtime="torch", cache_recent=False),
         SentenceTransformerEmbedder(cache_dir=ONNX_CACHE, cache_recent=False),
+        SentenceTransformerEmbedder(cache_dir=ONNX_CACHE, cache_recent=False, query_precision="int8"),
     )
     result: dict[str, Any] = anyio.run(latency, texts, vecs, queries, inners, size, 512, efs)
     result["real turn vectors"] = len(texts)

@@ -34,6 +34,18 @@ def test_quantised_vectors_keep_cosines_within_two_thousandths() -> None:
     assert cache.nbytes < 200 * 400 * 2  # int8 rows and one scale each, with room to grow
 
 
+def test_capacity_grows_by_a_quarter_when_written_one_at_a_time() -> None:
+    dim = 16
+    row_bytes = dim + 4  # int8 codes and a float32 scale
+    cache = QuantizedVectors()
+    for i, row in enumerate(unit_rows(5000, dim=dim)):
+        cache.put(f"m{i}", row.tolist())
+        capacity = cache.nbytes // row_bytes
+        assert len(cache) <= capacity <= max(64, int(len(cache) * 1.25) + 1)
+    cache.put_many([f"n{i}" for i in range(3000)], unit_rows(3000, dim=dim, seed=2).tolist())  # one big batch
+    assert cache.nbytes // row_bytes >= 8000
+
+
 def test_rows_are_reused_replaced_and_forgotten() -> None:
     a, b, c = unit_rows(3, dim=8)
     cache = QuantizedVectors()

@@ -354,7 +354,60 @@ def test_a_message_embedded_for_memory_is_not_embedded_again_for_routing(
     for i in range(module.RECENT_TEXTS + 1):
         memory.embed_array_sync([f"text {i}"])
     assert len(memory._shared.recent) == module.RECENT_TEXTS  # bounded; the oldest went first
-    assert message not in memory._shared.recent
+    assert ("fp32", message) not in memory._shared.recent
+
+
+def test_a_query_embedded_for_recall_is_not_embedded_again_for_tool_search(
+    shared_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import numpy as np
+
+    from hanzo_hub.config import EmbeddingSettings
+    from hanzo_hub.vectors import build_embedder
+
+    cache = _int8_cache(shared_cache, tmp_path)
+    memory: Any = build_embedder("sentence-transformers", EmbeddingSettings(cache_path=cache), home=tmp_path)
+    search: Any = build_embedder("sentence-transformers", EmbeddingSettings(cache_path=cache), home=tmp_path)
+    assert memory.query_runtime_in_use == "onnx-int8"
+    runs: dict[str, int] = {"int8": 0, "fp32": 0}
+    for name, encoder in (("int8", memory._shared.int8), ("fp32", memory._onnx)):
+        real = encoder._run
+        monkeypatch.setattr(encoder, "_run", lambda batch, n=name, r=real: runs.__setitem__(n, runs[n] + 1) or r(batch))
+    message = "what did I decide about the deploy key"
+    recalled = memory.embed_queries_sync([message])
+    searched = search.embed_queries_sync([message])
+    assert runs == {"int8": 1, "fp32": 0}  # one int8 pass for both
+    assert np.array_equal(recalled, searched)
+    routed = search.embed_array_sync([message])  # the router: full precision, its own entry, not the int8 vector
+    assert runs == {"int8": 1, "fp32": 1}
+    assert 0.97 < float(routed[0] @ recalled[0]) < 0.99999
+    searched[0, 0] = 42.0  # callers get copies
+    assert np.array_equal(memory.embed_queries_sync([message]), recalled)
+    memory.embed_queries_sync([message, "and the staging cluster"])  # batches are not cached
+    assert runs == {"int8": 2, "fp32": 1}
+
+
+async def test_memory_recall_embeds_its_query_through_the_int8_path(
+    shared_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hanzo_hub.config import EmbeddingSettings, MemorySettings
+    from hanzo_hub.memory.models import MemoryScope
+    from hanzo_hub.memory.service import MemoryService
+    from hanzo_hub.vectors import build_embedder
+
+    cache = _int8_cache(shared_cache, tmp_path)
+    embedder: Any = build_embedder("sentence-transformers", EmbeddingSettings(cache_path=cache), home=tmp_path)
+    assert embedder.query_runtime_in_use == "onnx-int8"
+    asked: list[list[str]] = []
+    real = embedder.embed_queries_sync
+    monkeypatch.setattr(embedder, "embed_queries_sync", lambda texts: asked.append(list(texts)) or real(texts))
+    scope = MemoryScope(user="ana", project="p1", session="s1")
+    async with MemoryService.open(MemorySettings(store="memory"), tmp_path / "mem", embedder) as service:
+        await service.remember(scope, ["The deploy key lives in the vault under ci/deploy", "Lunch is at noon"])
+        assert asked == []  # stored memories: full precision
+        hits = await service.recall(scope, "where is the deploy key kept?")
+    assert asked == [["where is the deploy key kept?"]]
+    assert hits[0].entry.content.startswith("The deploy key")
 
 
 def test_embedders_sharing_a_model_embed_safely_from_many_threads(shared_cache: Path, tmp_path: Path) -> None:

@@ -29,10 +29,11 @@ class EmbeddingSettings(_Model):
     )
     query_precision: QueryPrecision = Field(
         default="int8",
-        description="Tool-search queries on ONNX Runtime: 'int8' runs them through a dynamically quantized copy of "
-        "the exported graph (int8 weights per channel, written once into the cache), about twice as fast on CPU "
-        "with recall unchanged within noise (bench/results/tool_selection.md); 'fp32' uses the full-precision "
-        "graph. Stored vectors (tools, memories), memory recall and routing always use full precision.",
+        description="Search queries (tool search, memory recall) on ONNX Runtime: 'int8' runs them through a "
+        "dynamically quantized copy of the exported graph (int8 weights per channel, written once into the cache), "
+        "about twice as fast on CPU with recall unchanged within noise (bench/results/tool_selection.md, "
+        "bench/results/memory.md); 'fp32' uses the full-precision graph. Stored vectors (tools, memories) and "
+        "routing always use full precision.",
     )
     cache_path: Path | None = Field(default=None, description="Folder of exported ONNX models; default <home>/models.")
 

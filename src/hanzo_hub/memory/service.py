@@ -26,7 +26,7 @@ from hanzo_hub.memory.rerank import CrossEncoderReranker
 from hanzo_hub.memory.store import MemoryStore, ScopeIndex
 from hanzo_hub.memory.tiers import RecallHit, TieredRetriever
 from hanzo_hub.selection.adapter import QueryAdapter
-from hanzo_hub.vectors import Embedder
+from hanzo_hub.vectors import Embedder, embed_queries
 
 ChangeListener = Callable[[ScopeKey, Sequence[str]], Awaitable[None]]
 
@@ -177,7 +177,7 @@ class MemoryService:
     ) -> list[RecallHit]:
         """Recall memories for ``query`` from the caller's tiers; records an access on each hit."""
         indexes = await self.indexes(scope, tiers)
-        vector = (await self.embed([query]))[0]
+        vector = (await embed_queries(self.embedder, [query]))[0]  # the query path: int8 where configured
         adapter = await self.query_adapter()
         if adapter is not None:
             vector = adapter(np.asarray([vector], dtype=np.float32))[0].tolist()

@@ -9,9 +9,9 @@ Query-sized batches can run through ONNX Runtime instead (``runtime`` 'onnx' or 
 transformer is exported once by ``export_onnx`` below into the cache and run by ``onnx_runtime``. Any failure to
 export, load or run it logs a warning and keeps the torch path; callers never see it.
 
-Search queries (``embed_queries``: tool search's query and sub-queries) may run through an int8 copy of that graph
-(``query_precision='int8'``), about twice as fast on CPU; stored texts (tool definitions, memories) and the other
-query paths keep full precision, so every stored vector stays comparable with every other.
+Search queries (``embed_queries``: tool search's query and sub-queries, memory recall's query) may run through an
+int8 copy of that graph (``query_precision='int8'``), about twice as fast on CPU; stored texts (tool definitions,
+memories) and the router's queries keep full precision, so every stored vector stays comparable with every other.
 """
 
 from __future__ import annotations
@@ -71,7 +71,8 @@ def map_model_errors(what: str) -> Iterator[None]:
 
 
 RECENT_TEXTS = 128
-"""Single texts whose vectors a loaded model keeps: a chat turn's memory recall and routing embed one message."""
+"""Single texts whose vectors a loaded model keeps (each precision counts): a chat turn's memory recall and tool
+search embed one message through the query path, and routing once at full precision."""
 
 
 @dataclass(eq=False)
@@ -90,20 +91,23 @@ class _Loaded:
     running: threading.RLock = field(default_factory=threading.RLock)
     """Held while the model runs: the embedders sharing it run in different worker threads, and a Hugging Face fast
     tokenizer must not be used from two threads at once (it fails with "Already borrowed")."""
-    recent: OrderedDict[str, Any] = field(default_factory=OrderedDict)
+    recent: OrderedDict[tuple[str, str], Any] = field(default_factory=OrderedDict)
+    """Recent single texts' vectors by (precision, text): 'fp32' (``embed_array_sync``) or 'int8' (query path)."""
 
-    def remembered(self, text: str) -> Any:
-        """The vector of a recently embedded single ``text`` (a 1-row array), or None."""
+    def remembered(self, text: str, precision: str = "fp32") -> Any:
+        """The vector of a recently embedded single ``text`` at ``precision`` (a 1-row array), or None."""
+        key = (precision, text)
         with self.lock:
-            vector = self.recent.get(text)
+            vector = self.recent.get(key)
             if vector is not None:
-                self.recent.move_to_end(text)
+                self.recent.move_to_end(key)
         return None if vector is None else vector[None, :].copy()
 
-    def remember(self, text: str, vector: Any) -> None:
+    def remember(self, text: str, vector: Any, precision: str = "fp32") -> None:
+        key = (precision, text)
         with self.lock:
-            self.recent[text] = vector.copy()
-            self.recent.move_to_end(text)
+            self.recent[key] = vector.copy()
+            self.recent.move_to_end(key)
             while len(self.recent) > RECENT_TEXTS:
                 self.recent.popitem(last=False)
 
@@ -352,14 +356,21 @@ class SentenceTransformerEmbedder:
         """Embed search queries (float32 array): the int8 encoder when configured and loaded, else as
         ``embed_array_sync``."""
         encoder = self._query_encoder()
-        if encoder is not None and encoder is not self._onnx and 0 < len(texts) <= FAST_PATH_MAX_TEXTS:
-            try:
-                with self._running():
-                    return encoder.grouped(texts)
-            except Exception as exc:  # a broken session: full precision from now on
-                logger.warning("int8 query encoder failed (%s: %s); queries stay fp32", type(exc).__name__, exc)
-                self._onnx_query = self._onnx
-        return self.embed_array_sync(texts)
+        if encoder is None or encoder is self._onnx or not 0 < len(texts) <= FAST_PATH_MAX_TEXTS:
+            return self.embed_array_sync(texts)
+        shared = self._shared if len(texts) == 1 and self._cache_recent else None
+        if shared is not None and (vector := shared.remembered(texts[0], "int8")) is not None:
+            return vector  # a chat turn: memory recall and tool search ask for the same message
+        try:
+            with self._running():
+                vectors = encoder.grouped(texts)
+        except Exception as exc:  # a broken session: full precision from now on
+            logger.warning("int8 query encoder failed (%s: %s); queries stay fp32", type(exc).__name__, exc)
+            self._onnx_query = self._onnx
+            return self.embed_array_sync(texts)
+        if shared is not None:
+            shared.remember(texts[0], vectors[0], "int8")
+        return vectors
 
     async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
         """``embed_queries_sync`` in a worker thread, one call at a time."""
