@@ -72,6 +72,29 @@ async def test_chat_completions_streams_server_sent_events(
     assert provider_server.requests("p")[0].body["stream"] is True
 
 
+async def test_the_same_request_again_rates_the_earlier_answer_plain_or_streamed(
+    make_settings: MakeSettings, provider_server: ProviderServer
+) -> None:
+    provider_server.script("p", Answer("one"), Answer("two"), Answer("three", chunks=2))
+    settings = make_settings(
+        {"alpha": inproc("alpha")}, llm=llm_section(provider_server), backends=BACKENDS, memory=NO_MEMORY
+    )
+    async with serve_http_in_process(settings) as url, httpx2.AsyncClient(timeout=10) as http:
+        first = (await http.post(f"{_base(url)}/v1/chat/completions", json=BODY)).json()
+        second = (await http.post(f"{_base(url)}/v1/chat/completions", json=BODY)).json()
+        async with http.stream("POST", f"{_base(url)}/v1/chat/completions", json={**BODY, "stream": True}) as resp:
+            assert resp.status_code == 200
+            chunks = [line async for line in resp.aiter_lines() if line.startswith("data: {")]
+    assert "regenerated" not in first["hanzo"]["reason"]
+    assert f"({first['id']}) was rated 0 as regenerated" in second["hanzo"]["reason"]
+    lines = [json.loads(line) for line in (settings.home / "llm" / "feedback.jsonl").read_text().splitlines()]
+    assert [(x["request_id"], x["implicit"]) for x in lines] == [
+        (first["id"], "regenerated"),
+        (second["id"], "regenerated"),  # the streamed request asked the same again
+    ]
+    assert json.loads(chunks[-1][len("data: ") :])["id"] not in {first["id"], second["id"]}
+
+
 async def test_chat_completions_needs_a_token_when_auth_is_on(
     make_settings: MakeSettings, provider_server: ProviderServer
 ) -> None:

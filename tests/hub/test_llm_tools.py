@@ -146,14 +146,63 @@ async def test_feedback_rewards_the_routed_request_and_persists(
         bandit_steps = hub.llm.planner._router.bandit.steps
     assert not rated.is_error, _text(rated)
     assert rated.structured_content == {"request_id": request_id, "model": "small", "quality": 0.75}
-    assert again.structured_content is not None
-    assert again.structured_content["quality"] == 0.0
+    assert again.is_error  # one rating per answer: the bandit must not count it twice
+    assert "already rated 0.75" in _text(again)
     assert unknown.is_error
     assert out_of_range.is_error
-    assert bandit_steps == 2
+    assert bandit_steps == 1
     lines = (settings.home / "llm" / "feedback.jsonl").read_text().splitlines()
-    assert [json.loads(line)["quality"] for line in lines] == [0.75, 0.0]
+    assert [json.loads(line)["quality"] for line in lines] == [0.75]
     assert (settings.home / "llm" / "router.npz").is_file()
+
+
+async def test_asking_the_same_again_rates_the_earlier_answer_as_regenerated(
+    make_settings: MakeSettings, provider_server: ProviderServer
+) -> None:
+    settings = make_settings(
+        {"alpha": inproc("alpha")}, llm=llm_section(provider_server), backends=BACKENDS, memory=NO_MEMORY
+    )
+    ask = {"prompt": "write a haiku about the sea", "system": "be brief"}
+    async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
+        first = await client.call_tool("llm__complete", ask)
+        other = await client.call_tool("llm__complete", {"prompt": "write a haiku about rain", "system": "be brief"})
+        second = await client.call_tool("llm__complete", ask | {"policy": "quality_first"})
+        third = await client.call_tool("llm__complete", ask)
+        ids = [r.structured_content["request_id"] for r in (first, other, second, third)]  # type: ignore[index]
+        rate_first = await client.call_tool("llm__feedback", {"request_id": ids[0], "rating": 1})
+        rate_third = await client.call_tool("llm__feedback", {"request_id": ids[3], "rating": 1})
+        bandit_steps = hub.llm.planner._router.bandit.steps
+    assert second.structured_content is not None
+    assert third.structured_content is not None
+    assert f"({ids[0]}) was rated 0 as regenerated" in second.structured_content["reason"]
+    assert f"({ids[2]}) was rated 0 as regenerated" in third.structured_content["reason"]
+    assert "regenerated" not in other.structured_content["reason"]  # type: ignore[index]
+    assert rate_first.is_error
+    assert "already rated 0" in _text(rate_first)
+    assert not rate_third.is_error, _text(rate_third)
+    assert bandit_steps == 3
+    lines = [json.loads(line) for line in (settings.home / "llm" / "feedback.jsonl").read_text().splitlines()]
+    assert [(x["request_id"], x["quality"], x.get("implicit")) for x in lines] == [
+        (ids[0], 0.0, "regenerated"),
+        (ids[2], 0.0, "regenerated"),
+        (ids[3], 1.0, None),
+    ]
+
+
+async def test_regeneration_is_not_read_when_its_window_is_zero(
+    make_settings: MakeSettings, provider_server: ProviderServer
+) -> None:
+    section = llm_section(provider_server, router={"regeneration_window": 0})
+    settings = make_settings({"alpha": inproc("alpha")}, llm=section, backends=BACKENDS, memory=NO_MEMORY)
+    async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
+        first = await client.call_tool("llm__complete", {"prompt": "hi"})
+        second = await client.call_tool("llm__complete", {"prompt": "hi"})
+        rated = await client.call_tool(
+            "llm__feedback",
+            {"request_id": first.structured_content["request_id"], "rating": 0.5},  # type: ignore[index]
+        )
+    assert "regenerated" not in second.structured_content["reason"]  # type: ignore[index]
+    assert not rated.is_error, _text(rated)
 
 
 async def test_balanced_pacer_state_is_shown_saved_and_restored_across_restarts(
@@ -168,8 +217,8 @@ async def test_balanced_pacer_state_is_shown_saved_and_restored_across_restarts(
         first = await client.call_tool("llm__complete", {"prompt": "write a haiku about the sea"})
         assert first.structured_content is not None
         await client.call_tool("llm__feedback", {"request_id": first.structured_content["request_id"], "rating": 1})
-        for _ in range(5):
-            assert not (await client.call_tool("llm__complete", {"prompt": "and one about rain"})).is_error
+        for i in range(5):  # different prompts: the same one again would rate the last answer as regenerated
+            assert not (await client.call_tool("llm__complete", {"prompt": f"and one about rain, {i}"})).is_error
         during = (await _read(client, "llm://models"))["router"]
     assert before == {"built": False, "target_cost_share": 0.02, "min_ratings": 1}
     assert during["built"]
@@ -246,6 +295,44 @@ async def test_chat_runs_catalog_tools_through_the_hub_and_remembers(
     assert second.structured_content["memories_recalled"] >= 1
     assert "echo ping" in bodies[2]["messages"][0]["content"]
     assert "tools" not in bodies[2]
+
+
+async def test_a_chat_turn_with_tool_calls_can_be_rated_and_asking_it_again_rates_it_as_regenerated(
+    make_settings: MakeSettings, provider_server: ProviderServer
+) -> None:
+    provider_server.script(
+        "p",
+        Answer(tool_calls=(("c1", "echo", {"text": "ping"}),)),
+        Answer("echo said ping"),
+        Answer(tool_calls=(("c1", "echo", {"text": "ping"}),)),
+        Answer("echo said ping again"),
+        Answer("no tools this time"),
+    )
+    settings = make_settings(
+        {"alpha": inproc("alpha")}, llm=llm_section(provider_server), backends=BACKENDS, memory=MEMORY, exposure=FAKE
+    )
+    async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
+        first = await client.call_tool("llm__chat", {"message": "echo ping"})
+        again = await client.call_tool("llm__chat", {"message": "echo ping"})  # memories differ; the turn does not
+        assert first.structured_content is not None
+        assert again.structured_content is not None
+        late = await client.call_tool(
+            "llm__feedback", {"request_id": first.structured_content["request_id"], "rating": 1}
+        )
+        rated = await client.call_tool(
+            "llm__feedback", {"request_id": again.structured_content["request_id"], "rating": 1}
+        )
+        other = await client.call_tool(
+            "llm__chat", {"message": "echo ping", "history": [{"role": "user", "content": "earlier"}]}
+        )
+    assert [c["name"] for c in first.structured_content["tool_calls"]] == ["echo"]
+    assert "was rated 0 as regenerated" in again.structured_content["reason"]
+    assert late.is_error
+    assert "already rated 0" in _text(late)
+    assert not rated.is_error, _text(rated)  # the final step's id rates the turn's routing decision
+    assert "regenerated" not in other.structured_content["reason"]  # type: ignore[index]  # another history
+    lines = [json.loads(line) for line in (settings.home / "llm" / "feedback.jsonl").read_text().splitlines()]
+    assert [(x["quality"], x.get("implicit")) for x in lines] == [(0.0, "regenerated"), (1.0, None)]
 
 
 async def test_chat_tool_calls_pass_the_policy_guard(

@@ -83,7 +83,7 @@ class CascadeSettings(_Model):
 
 
 class RouterSettings(_Model):
-    """How the router prices a dollar under the ``balanced`` policy."""
+    """How the router prices a dollar under the ``balanced`` policy, and which implicit signals it learns from."""
 
     target_cost_share: float | None = Field(
         default=0.45,
@@ -95,6 +95,13 @@ class RouterSettings(_Model):
     )
     pacer_step: float = Field(
         default=0.02, gt=0, le=1, description="How fast the pacer's price moves per routed request."
+    )
+    regeneration_window: float = Field(
+        default=300.0,
+        ge=0,
+        description="Seconds within which a user sending the same request again (the same messages to 'complete' "
+        "or /v1/chat/completions, the same message and history to 'chat') rates the earlier, unrated answer 0 "
+        "('regenerated') for the router. 0: only explicit ratings.",
     )
 
 

@@ -33,6 +33,7 @@ from hanzo_hub.hub.identity import Acting, acting_as
 from hanzo_hub.hub.llm_runtime import LlmRuntime
 from hanzo_hub.hub.memory_mount import MEMORY_SERVER
 from hanzo_hub.hub.search import ToolSearch
+from hanzo_hub.llm.ratings import fingerprint
 from hanzo_hub.llm.types import Caller, ChatMessage, ChatRequest, ChatResult, ToolCall, ToolSpec, Usage
 
 __all__ = ["BUDGET", "MAX_TOOL_CALLS", "ChatOutcome", "ChatPipeline", "ChatTurn"]
@@ -215,12 +216,21 @@ class ChatPipeline:
         calls: list[dict[str, Any]] = []
         tokens_in = tokens_out = 0
         policy: Any = turn.policy
+        # the turn as the user asked it (not the recalled memories, which the first answer changes): asking it
+        # again rates that answer as regenerated
+        asked: str | None = fingerprint(turn.history, "chat", turn.message)
+        first = reason = ""
         while True:
             offered = specs if len(calls) < MAX_TOOL_CALLS else ()
             request = ChatRequest(
                 messages=tuple(messages), model=model, tools=offered, max_tokens=max_tokens, policy=policy
             )
-            result = await self.runtime.chat(request, caller)
+            result = await self.runtime.chat(request, caller, asked)
+            if not first:  # the turn's route: its reason stands for the turn, any step's id rates it
+                first, reason = result.request_id, result.reason
+            asked = None
+            self.runtime.planner.ratings.alias(result.request_id, first)
+            result = result.model_copy(update={"reason": reason})
             model = model or result.model  # the routed model answers the rest of the turn
             cost += result.cost_usd
             tokens_in += result.usage.input_tokens

@@ -32,6 +32,7 @@ from hanzo_hub.hub.chat import ChatPipeline, ChatTurn
 from hanzo_hub.hub.identity import Acting
 from hanzo_hub.hub.llm_runtime import NO_PROVIDER, LlmRuntime
 from hanzo_hub.hub.memory_mount import DEFAULT_PROJECT, PROJECT_KEY, SESSION_KEY, USER_KEY
+from hanzo_hub.llm.ratings import fingerprint
 from hanzo_hub.llm.types import Caller, ChatMessage, ChatRequest, ChatResult
 
 __all__ = ["LLM_SERVER", "build_llm_server", "chat_messages", "result_fields"]
@@ -137,7 +138,9 @@ def _register_complete(mcp: MCPServer, runtime: LlmRuntime, local_user: str) -> 
         if not runtime.available:
             return await _complete_by_client(ctx, request)
         try:
-            result = await runtime.chat(request, Caller(user=who.user, project=who.project))
+            result = await runtime.chat(
+                request, Caller(user=who.user, project=who.project), asked=fingerprint(request.messages)
+            )
         except HubError as exc:
             return _error(f"completion failed: {exc}")
         text = types.TextContent(type="text", text=result.message.text())
@@ -222,7 +225,9 @@ def _register_chat(mcp: MCPServer, runtime: LlmRuntime, pipeline: ChatPipeline, 
 
 
 def _register_feedback(mcp: MCPServer, runtime: LlmRuntime, local_user: str) -> None:
-    @mcp.tool(description="Rate an answer by its request_id: a number from 0 (bad) to 1 (good), or 'regenerated'.")
+    @mcp.tool(
+        description="Rate an answer by its request_id, once: a number from 0 (bad) to 1 (good), or 'regenerated'."
+    )
     async def feedback(
         request_id: str, rating: Annotated[float, Field(ge=0, le=1)] | Literal["regenerated"], ctx: Context[Any, Any]
     ) -> types.CallToolResult:

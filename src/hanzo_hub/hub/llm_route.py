@@ -42,6 +42,7 @@ from hanzo_hub.config import HubSettings
 from hanzo_hub.errors import CompletionError, NoEligibleModel
 from hanzo_hub.line_log import LineLog
 from hanzo_hub.llm.escalation import CascadeDecision, Escalator, LearnedCascade
+from hanzo_hub.llm.ratings import Ratings
 from hanzo_hub.llm.registry import TIER_ORDER, ModelRegistry, ModelSpec
 from hanzo_hub.llm.router import CostPacer, Policy, RouteDecision, Router, RouteRequest, RouterState
 from hanzo_hub.llm.types import ChatRequest, ImagePart
@@ -177,7 +178,7 @@ class RoutePlanner:
         self._lock = anyio.Lock()
         self._cascade: LearnedCascade | None = None
         self._vectors: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
-        self._decisions: OrderedDict[str, tuple[RouteDecision | CascadeDecision, str]] = OrderedDict()
+        self.ratings: Ratings[RouteDecision | CascadeDecision] = Ratings(MAX_DECISIONS, time.monotonic)
 
     # -- candidates ---------------------------------------------------------------------------------------------
 
@@ -426,37 +427,54 @@ class RoutePlanner:
 
     # -- feedback -----------------------------------------------------------------------------------------------
 
-    def remember(self, request_id: str, decision: RouteDecision | CascadeDecision | None, user: str) -> None:
-        """Keep ``decision`` so a later rating of ``request_id`` can reward it."""
-        if decision is None or not request_id:
-            return
-        self._decisions[request_id] = (decision, user)
-        while len(self._decisions) > MAX_DECISIONS:
-            self._decisions.popitem(last=False)
+    def remember(
+        self, request_id: str, decision: RouteDecision | CascadeDecision | None, user: str, asked: str | None = None
+    ) -> None:
+        """Keep ``decision`` so a later rating of ``request_id`` can reward it; ``asked`` is the request's
+        fingerprint (:func:`hanzo_hub.llm.ratings.fingerprint`), so the same request sent again can rate it."""
+        if decision is not None and request_id:
+            self.ratings.add(request_id, decision, user, asked)
 
-    async def feedback(self, request_id: str, quality: float, user: str) -> str:
+    def regenerated(self, user: str, asked: str | None) -> tuple[str, float] | None:
+        """The earlier, unrated request of ``user`` that asked the same within ``llm.router.regeneration_window``
+        seconds, and how long ago (``None``: there is none, or the request has no fingerprint)."""
+        if asked is None:
+            return None
+        return self.ratings.regenerated(user, asked, self.settings.llm.router.regeneration_window)
+
+    async def feedback(self, request_id: str, quality: float, user: str, implicit: str | None = None) -> str:
         """Reward the decision of ``request_id`` with ``quality`` in [0, 1]; returns the model that was rated.
+        ``implicit`` names the signal when the rating was not given by the user ('regenerated').
 
         Raises:
-            CompletionError: the request is unknown (or another user's), or was not routed.
+            CompletionError: the request is unknown (or another user's), was not routed, or was rated already.
         """
-        held = self._decisions.get(request_id)
-        if held is None or held[1] != user:
-            raise CompletionError(f"no routed request '{request_id}' of yours is known (it may be too old)")
-        decision, _ = held
         router = self._router
-        if router is None:
+        known = self.ratings.get(request_id)
+        if router is None and known is not None and known.user == user:
             raise CompletionError("the router is not available; the rating was not used")
-        if isinstance(decision, CascadeDecision):
-            assert self._cascade is not None
-            await anyio.to_thread.run_sync(self._cascade.feedback, decision, quality, limiter=router.limiter)
-        else:
-            await router.afeedback(decision, quality)
+        held = self.ratings.take(request_id, user, quality)  # from here on a second rating is refused
+        decision = held.decision
+        assert router is not None  # a decision is only held once the router made it
+        try:
+            if isinstance(decision, CascadeDecision):
+                assert self._cascade is not None
+                await anyio.to_thread.run_sync(self._cascade.feedback, decision, quality, limiter=router.limiter)
+            else:
+                await router.afeedback(decision, quality)
+        except BaseException:
+            held.rating = None  # not applied: it may be given again
+            raise
         cascaded = isinstance(decision, CascadeDecision)
-        await anyio.to_thread.run_sync(self._persist, router, request_id, decision.model, quality, user, cascaded)
+        line: dict[str, Any] = {"request_id": request_id, "model": decision.model, "quality": quality, "user": user}
+        if cascaded:
+            line["cascade"] = True
+        if implicit:
+            line["implicit"] = implicit
+        await anyio.to_thread.run_sync(self._persist, router, line, cascaded)
         return decision.model
 
-    def _persist(self, router: Router, request_id: str, model: str, quality: float, user: str, cascaded: bool) -> None:
+    def _persist(self, router: Router, line: dict[str, Any], cascaded: bool) -> None:
         """Save the learned state and log the rating. The rating is already in use: a failing disk (full, read-only)
         only means it is not kept past a restart, which is logged, not raised to the client."""
         try:
@@ -467,8 +485,5 @@ class RoutePlanner:
                 for rung, escalator in enumerate(self._cascade.escalators):
                     escalator.save(self.dir / escalator_file(rung))
         except OSError as exc:
-            logger.warning("rating of %s applied but the router state was not saved: %s", request_id, exc)
-        line = {"ts": time.time(), "request_id": request_id, "model": model, "quality": quality, "user": user}
-        if cascaded:
-            line["cascade"] = True
-        self._feedback_log.write((json.dumps(line) + "\n").encode())
+            logger.warning("rating of %s applied but the router state was not saved: %s", line["request_id"], exc)
+        self._feedback_log.write((json.dumps({"ts": time.time(), **line}) + "\n").encode())

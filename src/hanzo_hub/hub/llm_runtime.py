@@ -83,25 +83,44 @@ class LlmRuntime:
             raise CompletionError(NO_PROVIDER)
         return self.completer
 
-    async def chat(self, request: ChatRequest, caller: Caller) -> ChatResult:
+    async def chat(self, request: ChatRequest, caller: Caller, asked: str | None = None) -> ChatResult:
         """A routed completion for ``caller``; the routing decision is kept for ``feedback``.
+
+        ``asked`` is the request's fingerprint (:func:`hanzo_hub.llm.ratings.fingerprint`) where the same request
+        sent again means the user did not take the answer: an earlier, unrated answer to it within
+        ``llm.router.regeneration_window`` is rated 0 first, and the reason says so. ``None`` (sampling, a turn's
+        later steps): no such reading.
 
         Raises:
             CompletionError: no provider, no eligible model, budget refused, every candidate failed.
         """
         completer = self._completer()
+        note = await self._regeneration(asked, caller.user)
         plan = await self.planner.cascade_plan(request)
         if plan is not None:
-            return await self._cascade(completer, plan, request, caller)
+            return _noted(await self._cascade(completer, plan, request, caller, asked), note)
         with self.planner.deciding() as decided:
             result = await completer.chat(request, caller=caller)
-        self.planner.remember(result.request_id, decided.decision, caller.user)
+        self.planner.remember(result.request_id, decided.decision, caller.user, asked)
         if not result.reason and decided.reason:
             result = result.model_copy(update={"reason": decided.reason})
-        return result
+        return _noted(result, note)
+
+    async def _regeneration(self, asked: str | None, user: str) -> str:
+        """Rate the answer ``user`` is asking again for 0 ('regenerated'); a note for the new answer's reason."""
+        earlier = self.planner.regenerated(user, asked)
+        if earlier is None:
+            return ""
+        request_id, ago = earlier
+        try:
+            await self.planner.feedback(request_id, 0.0, user, implicit="regenerated")
+        except CompletionError as exc:  # the router is gone, or a rating raced this one in
+            logger.info("regeneration of %s not rated: %s", request_id, exc)
+            return ""
+        return f"the same request {ago:.0f} s ago ({request_id}) was rated 0 as regenerated"
 
     async def _cascade(
-        self, completer: Completer, plan: CascadePlan, request: ChatRequest, caller: Caller
+        self, completer: Completer, plan: CascadePlan, request: ChatRequest, caller: Caller, asked: str | None
     ) -> ChatResult:
         """Up the plan's ladder: each model answers, and that rung's escalator keeps the answer or asks the next model.
 
@@ -125,16 +144,19 @@ class LlmRuntime:
                 return _summed(answered, spent, reason)
             spent = (spent[0] + answered.cost_usd, spent[1] + answered.latency_ms, spent[2] + answered.attempts)
         assert decision is not None
-        self.planner.remember(answered.request_id, decision, caller.user)
+        self.planner.remember(answered.request_id, decision, caller.user, asked)
         return _summed(answered, spent, decision.route.reason)
 
-    async def stream(self, request: ChatRequest, caller: Caller) -> AsyncIterator[StreamEvent]:
+    async def stream(
+        self, request: ChatRequest, caller: Caller, asked: str | None = None
+    ) -> AsyncIterator[StreamEvent]:
         """:meth:`chat`, streamed: text deltas, then one ``done`` event with the full result.
 
         Raises:
             CompletionError: as :meth:`chat` (before the first event, or from the stream).
         """
         completer = self._completer()
+        note = await self._regeneration(asked, caller.user)
         events = completer.stream(request, caller=caller).__aiter__()
         # The route function runs while the first event is awaited; the context variable that collects its
         # decision must not stay set across a yield (the consumer may resume this generator in another context).
@@ -147,10 +169,10 @@ class LlmRuntime:
         while event is not None:
             if event.kind == "done" and event.result is not None:
                 result = event.result
-                self.planner.remember(result.request_id, decided.decision, caller.user)
+                self.planner.remember(result.request_id, decided.decision, caller.user, asked)
                 if not result.reason and decided.reason:
                     result = result.model_copy(update={"reason": decided.reason})
-                    event = event.model_copy(update={"result": result})
+                event = event.model_copy(update={"result": _noted(result, note)})
             yield event
             event = await anext(events, None)
 
@@ -182,3 +204,10 @@ def _summed(result: ChatResult, spent: tuple[float, float, int], reason: str) ->
     """``result`` with the cost, latency and attempts of every call of a cascade, and its reason."""
     cost, latency, attempts = spent
     return result.model_copy(update={"reason": reason, "cost_usd": cost, "latency_ms": latency, "attempts": attempts})
+
+
+def _noted(result: ChatResult, note: str) -> ChatResult:
+    """``result`` with ``note`` appended to its reason."""
+    if not note:
+        return result
+    return result.model_copy(update={"reason": f"{result.reason}; {note}" if result.reason else note})

@@ -22,6 +22,7 @@ from hanzo_hub.errors import BudgetExceeded, CompletionError, HubError, ModelNot
 from hanzo_hub.hub.identity import current_user
 from hanzo_hub.hub.llm_runtime import NO_PROVIDER, LlmRuntime
 from hanzo_hub.llm.providers.openai_compat import parse_chat_request, render_chat_response, render_stream_chunk
+from hanzo_hub.llm.ratings import fingerprint
 from hanzo_hub.llm.types import Caller, ChatRequest
 
 __all__ = ["CHAT_PATH", "openai_routes"]
@@ -76,13 +77,13 @@ class ChatCompletions:
         if body.get("stream") is True:
             return await self._stream(chat, caller)
         try:
-            result = await self.runtime.chat(chat, caller)
+            result = await self.runtime.chat(chat, caller, asked=fingerprint(chat.messages))
         except HubError as exc:
             return _failure(exc)
         return JSONResponse(render_chat_response(result))
 
     async def _stream(self, chat: ChatRequest, caller: Caller) -> Response:
-        events = self.runtime.stream(chat, caller).__aiter__()
+        events = self.runtime.stream(chat, caller, asked=fingerprint(chat.messages)).__aiter__()
         try:
             first = await events.__anext__()  # failures before the first byte still get a proper status
         except StopAsyncIteration:
