@@ -53,3 +53,41 @@ def test_tools_search_in_a_profile(make_settings: MakeSettings, hub_home: Path) 
     unknown = subprocess.run([*base, "--profile", "zz"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert unknown.returncode == 2
     assert "unknown profile 'zz'" in unknown.stderr
+
+
+def test_catalog_search_ranks_every_cataloged_server_and_says_which_to_enable(
+    make_settings: MakeSettings, hub_home: Path
+) -> None:
+    settings = make_settings({}, catalog={"enabled": ["git"]})
+    assert settings.config_file is not None
+    base = [sys.executable, "-m", "hanzo_hub", "tools", "search", "--config", str(settings.config_file)]
+    base += ["--home", str(hub_home)]
+    query = "show the commit history of this repository"
+    found = subprocess.run([*base, "--catalog", "--json", query], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert found.returncode == 0, found.stderr
+    rows = json.loads(found.stdout)["tools"]
+    assert 0 < len(rows) <= 15
+    assert {row["server"] for row in rows} - {"git"}  # servers not enabled are ranked too
+    assert all(row["enabled"] == (row["server"] == "git") for row in rows)
+    assert any(row["name"] == "git__git_log" for row in rows)
+    assert "Loading weights" not in found.stderr  # no progress bar on the console
+    text = subprocess.run([*base, "--catalog", query], cwd=REPO, capture_output=True, text=True, timeout=300)
+    lines = text.stdout.splitlines()
+    assert any(line.split()[1] == "git__git_log" and line.endswith("enabled") for line in lines)
+    not_enabled = next(row for row in rows if not row["enabled"])
+    assert any(line.endswith(f"hanzo-hub catalog enable {not_enabled['server']}") for line in lines)
+    assert sorted(p.name for p in hub_home.iterdir()) == ["models"]  # only the model cache: no snapshots, no index
+    plain = subprocess.run([*base, "--json", query], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert {row["server"] for row in json.loads(plain.stdout)["tools"]} == {"git"}
+
+
+def test_search_without_tools_says_how_to_get_some(make_settings: MakeSettings, hub_home: Path) -> None:
+    settings = make_settings({})
+    assert settings.config_file is not None
+    argv = [sys.executable, "-m", "hanzo_hub", "tools", "search", "add two integers", "--config"]
+    argv += [str(settings.config_file), "--home", str(hub_home)]
+    result = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert result.stdout.strip() == "no tools"
+    assert "--catalog" in result.stderr
+    assert "hanzo-hub catalog enable" in result.stderr

@@ -5,7 +5,7 @@ hanzo-hub serve [--config FILE] [--http] [--host H] [--port P] [--home DIR]
 hanzo-hub import [--from FILE] [--project DIR] [--dry-run]
 hanzo-hub snippet [--http]
 hanzo-hub token --user ID
-hanzo-hub tools search "QUERY" [--json]
+hanzo-hub tools search "QUERY" [--json] [--catalog]
 hanzo-hub secrets set|list|rm ...           (hub/policy_cli.py)
 hanzo-hub auth login|status|logout ...      (hub/auth_cli.py)
 hanzo-hub policy show|check ...
@@ -64,6 +64,11 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--json", action="store_true", help="machine-readable output")
     search.add_argument("--embedder", choices=["sentence-transformers", "fake", "none"], help="dense half of search")
     search.add_argument("--profile", help="rank only the tools of this exposure profile")
+    search.add_argument(
+        "--catalog",
+        action="store_true",
+        help="rank the tools of every cataloged server, enabled or not (which server to enable for a task)",
+    )
 
     token = commands.add_parser("token", help="make a bearer token for the HTTP endpoint")
     token.add_argument("--user", required=True, help="the user id the token stands for")
@@ -224,29 +229,67 @@ def _cmd_snippet(args: argparse.Namespace) -> int:
 
 
 def _cmd_tools(args: argparse.Namespace) -> int:
+    _configure_logging(args.log_level or "WARNING")  # the ranking is the output
+    settings = _settings(args)
+    if args.profile and args.profile not in settings.exposure.profiles:
+        print(f"unknown profile {args.profile!r}; configured: {sorted(settings.exposure.profiles)}", file=sys.stderr)
+        return 2
+    if not args.catalog:
+        return _tools_search(args, settings, None)
+    import tempfile
+
+    from hanzo_hub.catalog.loader import load_catalog, served_entries
+
+    catalog = load_catalog(settings)
+    served = set(served_entries(settings, catalog))
+    with tempfile.TemporaryDirectory(prefix="hanzo-hub-catalog-search-") as tmp:
+        # a scratch hub that serves every entry, so nothing is written into the real home but the model cache
+        everything = settings.model_copy(
+            update={
+                "home": Path(tmp),
+                "catalog": settings.catalog.model_copy(update={"enabled": tuple(catalog.entries)}),
+                "embedding": settings.embedding.model_copy(
+                    update={"cache_path": settings.embedding.cache_dir(settings.home)}
+                ),
+            }
+        )
+        return _tools_search(args, everything, served)
+
+
+def _tools_search(args: argparse.Namespace, settings: HubSettings, served: set[str] | None) -> int:
+    """Rank the tools ``settings`` serves; ``served`` (catalog search) names the servers the real hub serves."""
     from hanzo_hub.hub.core import Hub
     from hanzo_hub.hub.search import ToolSearch, tool_describer
 
-    settings = _settings(args)
     exposure = settings.exposure
     if args.embedder:
         exposure = exposure.model_copy(update={"embedder": args.embedder})
     hub = Hub(settings)
     tools = tuple(hub.snapshot_tools())
-    if args.profile and args.profile not in exposure.profiles:
-        print(f"unknown profile {args.profile!r}; configured: {sorted(exposure.profiles)}", file=sys.stderr)
-        return 2
+    if not tools:
+        print("no tools known: configure servers (hanzo-hub import, hanzo-hub catalog enable ID), or search the "
+              "catalog's servers with --catalog", file=sys.stderr)  # fmt: skip
+        print(json.dumps({"query": args.query, "tools": []}) if args.json else "no tools")
+        return 1
+    describe = tool_describer(hub)
 
     async def run() -> tuple[Any, list[Any]]:
-        search = ToolSearch(exposure, home=settings.home, describe=tool_describer(hub), embedding=settings.embedding)
-        return await search.find(args.query, tools, profile=args.profile)
+        search = ToolSearch(exposure, home=settings.home, describe=describe, embedding=settings.embedding)
+        try:
+            return await search.find(args.query, tools, profile=args.profile)
+        finally:
+            await search.aclose()
 
     selection, _chosen = anyio.run(run)
-    rows = [(c.id, round(c.score, 4), c.tokens) for c in selection.tools]
+    rows = []
+    for c in selection.tools:
+        server = describe(c.id)[0]
+        rows.append({"name": c.id, "score": round(c.score, 4), "tokens": c.tokens, "server": server}
+                    | ({"enabled": server in served} if served is not None else {}))  # fmt: skip
     if args.json:
         body = {
             "query": args.query,
-            "tools": [{"name": n, "score": s, "tokens": t} for n, s, t in rows],
+            "tools": rows,
             "tokens": selection.tokens,
             "all_tools_tokens": selection.all_tokens,
             "llm_filter": selection.stage2,
@@ -256,8 +299,11 @@ def _cmd_tools(args: argparse.Namespace) -> int:
         }
         print(json.dumps(body, indent=2))
         return 0
-    for rank, (name, score, tokens) in enumerate(rows, 1):
-        print(f"{rank:>2}. {name:<60} score {score:<8} {tokens:>5} tokens")
+    for rank, row in enumerate(rows, 1):
+        mark = ""
+        if served is not None:  # which server to enable for it
+            mark = "  enabled" if row["enabled"] else f"  hanzo-hub catalog enable {row['server']}"
+        print(f"{rank:>2}. {row['name']:<60} score {row['score']:<8} {row['tokens']:>5} tokens{mark}")
     adapter = "on" if selection.query_adapter else "off"
     tokens = f"{selection.tokens} of {selection.all_tokens} tool tokens"
     print(f"{tokens}; LLM filter: {selection.stage2}; query adapter: {adapter}")

@@ -199,8 +199,10 @@ class SentenceTransformerEmbedder:
     def _load_fresh(self) -> _Loaded:
         with map_model_errors("loading the embedding model"):
             import torch
+            import transformers.utils.logging as transformers_logging
             from sentence_transformers import SentenceTransformer
 
+            transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # its "Loading weights" bar
             if self._threads:
                 torch.set_num_threads(self._threads)
             path = self._model_path or default_model_path()
