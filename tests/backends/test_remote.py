@@ -7,6 +7,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client, MCPError
 
@@ -128,3 +129,52 @@ async def test_an_answer_over_the_message_cap_fails_alone_and_the_server_keeps_s
     assert "server 'old'" in over["old"][1]
     assert starts["old"] == 2
     assert after == dict.fromkeys(servers, (False, "small"))
+
+
+@pytest.fixture(scope="module")
+def refusing_port() -> Iterator[int]:
+    yield from _serve("sse-refusing")
+
+
+async def _outcome(client: Client, tool: str, arguments: dict[str, Any]) -> tuple[bool, str]:
+    """(failed, text) of a call: an error result, or the downstream's JSON-RPC error relayed as one."""
+    try:
+        result = await client.call_tool(tool, arguments)
+    except MCPError as exc:
+        return True, exc.error.message
+    return bool(result.is_error), text_of(result)
+
+
+async def test_a_legacy_sse_server_refusing_one_post_fails_that_call_alone(
+    make_settings: MakeSettings, refusing_port: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The SDK's legacy SSE client stops posting after one refused post; the hub answers the refused request with
+    its error and the connection goes on. A 404 (the server forgot the session) ends it, and the next call
+    connects again."""
+    settings = make_settings({"old": {"type": "sse", "url": f"http://127.0.0.1:{refusing_port}/sse"}})
+    async with Hub.open(settings) as hub, Client(build_server(hub)) as client:
+        with anyio.fail_after(20):  # a request left unanswered would wait out the 60 s call timeout
+            assert "echo" in {tool.name for tool in (await client.list_tools()).tools}  # one server: no prefix
+            caplog.clear()
+            refused = await _outcome(client, "echo", {"text": "refuse-me"})
+            too_big = await _outcome(client, "echo", {"text": "too-big"})
+            fine = await _outcome(client, "echo", {"text": "fine"})
+            with anyio.move_on_after(1):  # cancelled: the server refuses the cancellation notice
+                await client.call_tool("sleep", {"seconds": 5})
+            still = await _outcome(client, "add", {"a": 1, "b": 2})
+            starts = hub.pool.get("old").starts
+            forgotten = await _outcome(client, "echo", {"text": "forget-me"})
+            back = await _outcome(client, "echo", {"text": "back"})
+            restarts = hub.pool.get("old").starts
+    assert refused[0]
+    assert "server 'old' answered HTTP 500: refused with 500" in refused[1]
+    assert too_big[0]
+    assert "server 'old' answered HTTP 413" in too_big[1]
+    assert fine == (False, "fine")
+    assert still == (False, "3")
+    assert starts == 1
+    assert "server old refused a message (HTTP 500); it expects no answer" in caplog.text
+    assert forgotten[0]
+    assert "refused a request with HTTP 404" in forgotten[1]
+    assert back == (False, "back")
+    assert restarts == 2

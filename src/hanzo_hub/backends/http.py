@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+import math
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 import httpx2
+import mcp_types as types
 from mcp.client._transport import TransportStreams
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import McpHttpClientFactory
+from mcp.shared.message import SessionMessage
 
 from hanzo_hub.backends import sse_posts
 from hanzo_hub.backends.base import ConnectContext
@@ -36,10 +41,11 @@ def _client_factory(
     oauth: httpx2.Auth | None,
     max_message_bytes: int,
     post_failed: Callable[[Exception], None] | None = None,
+    refused: Callable[[dict[str, Any]], None] | None = None,
 ) -> McpHttpClientFactory:
     """HTTP clients carrying the server's OAuth (a login the hub holds) or, without one, turning a 401 into
     ``AuthorizationRequired`` with the command that logs in; answers capped at ``max_message_bytes`` (0: no cap);
-    ``post_failed`` told of each request a legacy SSE client fails to post (``sse_posts``)."""
+    ``post_failed`` and ``refused`` told of each message a legacy SSE client fails to post (``sse_posts``)."""
 
     def factory(
         headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None, auth: httpx2.Auth | None = None
@@ -56,7 +62,7 @@ def _client_factory(
             transport=transport,
         )
         if post_failed is not None:
-            sse_posts.watch(client, server, post_failed)
+            sse_posts.watch(client, server, post_failed, refused)
         return client
 
     return factory
@@ -71,12 +77,13 @@ async def open_remote(
     oauth: httpx2.Auth | None,
     max_message_bytes: int = MAX_MESSAGE_BYTES,
     post_failed: Callable[[Exception], None] | None = None,
+    refused: Callable[[dict[str, Any]], None] | None = None,
 ) -> AsyncIterator[TransportStreams]:
     """A streamable HTTP or legacy SSE transport to ``spec`` with ``headers`` and ``oauth`` (see ``_client_factory``);
     the HTTP client lives as long as the connection. Serving and ``hanzo-hub auth login`` both connect through it.
     An answer (a JSON body, or one server-sent event) over ``max_message_bytes`` is an error for the request it
-    answered (``backends.http_caps``; 0: no cap). ``post_failed``: see ``connect_sse``."""
-    factory = _client_factory(server, oauth, max_message_bytes, post_failed)
+    answered (``backends.http_caps``; 0: no cap). ``post_failed``, ``refused``: see ``connect_sse``."""
+    factory = _client_factory(server, oauth, max_message_bytes, post_failed, refused)
     if isinstance(spec, HttpServerSpec):
         timeout = httpx2.Timeout(connect_timeout, read=READ_TIMEOUT)
         event_cap = max_message_bytes or None
@@ -113,9 +120,11 @@ async def connect_streamable(spec: HttpServerSpec, context: ConnectContext) -> A
 async def connect_sse(spec: SseServerSpec, context: ConnectContext) -> AsyncIterator[TransportStreams]:
     """A legacy HTTP+SSE transport, with the hub's OAuth login for the server if it holds one.
 
-    The SDK's client swallows an error raised while it posts a request: its writer stops, and the request (and every
-    later one) waits out its timeout. A failed post (a login the server no longer accepts, an error status, a network
-    failure) ends the connection here instead, with that error, so the request fails at once and says why."""
+    The SDK's client swallows an error raised while it posts a message: its writer stops, and the request (and every
+    later one) waits out its timeout. Here (``sse_posts``) a request the server refuses with an error status is
+    answered at once with its JSON-RPC error, put into the stream the session reads, and the connection goes on; a
+    post that failed as a whole (a login the server no longer accepts, a forgotten session, a network failure) ends
+    the connection with that error, so the requests fail at once and say why."""
     failures: list[Exception] = []
     failed = anyio.Event()
 
@@ -127,16 +136,28 @@ async def connect_sse(spec: SseServerSpec, context: ConnectContext) -> AsyncIter
         spec, context.server, context.oauth, context.secrets, context.learn_secret, context.login_needed
     )
     headers = remote_headers(spec, context.secrets)
+    answers, read = anyio.create_memory_object_stream[SessionMessage | Exception](math.inf)
+
+    def refused(error: dict[str, Any]) -> None:
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            answers.send_nowait(SessionMessage(types.jsonrpc_message_adapter.validate_python(error)))
 
     async def end_when_a_post_failed() -> None:
         await failed.wait()
         raise failures[0]
 
+    async def relay(sdk_read: Any) -> None:
+        async with answers:
+            async for item in sdk_read:
+                await answers.send(item)
+
     timeout, cap = context.connect_timeout, context.max_message_bytes
     async with (
-        open_remote(spec, context.server, headers, timeout, auth, cap, post_failed) as streams,
+        open_remote(spec, context.server, headers, timeout, auth, cap, post_failed, refused) as (sdk_read, write),
+        read,
         anyio.create_task_group() as tg,
     ):
         tg.start_soon(end_when_a_post_failed)
-        yield streams
+        tg.start_soon(relay, sdk_read)
+        yield read, write
         tg.cancel_scope.cancel()

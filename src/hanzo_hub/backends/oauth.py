@@ -402,10 +402,11 @@ class _ServingProvider(_Provider):
     :class:`AuthorizationRequired` naming the login command. It never sends anyone to a browser.
 
     A 403 ``insufficient_scope`` (a step-up) needs a new login for more scopes: the scopes are kept with the login,
-    ``login_needed`` is told, and on streamable HTTP (``in_place``) the request alone fails, with a JSON-RPC error
-    marked :data:`LOGIN_NEEDED` in place of the server's answer, while the connection and the other requests on it
-    go on; once the vault changes (a login), the next request reloads the tokens. Over legacy SSE, whose client
-    cannot fail one request, it raises :class:`AuthorizationRequired` and the connection ends (``sse_posts``)."""
+    ``login_needed`` is told, and (``in_place``, as the hub serves both remote transports) the request alone fails,
+    with a JSON-RPC error marked :data:`LOGIN_NEEDED` in place of the server's answer, while the connection and the
+    other requests on it go on (over legacy SSE ``sse_posts`` hands that error to the session); once the vault
+    changes (a login), the next request reloads the tokens. Without ``in_place`` it raises
+    :class:`AuthorizationRequired` and the connection ends."""
 
     def __init__(
         self,
@@ -553,7 +554,7 @@ async def authorization(
         storage,
         server,
         login_needed,
-        in_place=spec.kind == "http",
+        in_place=True,  # streamable HTTP answers with the body; legacy SSE through ``sse_posts``
         server_url=spec.url,
         client_metadata=client_metadata(spec, _redirect_uri(storage)),
         client_metadata_url=spec.oauth.client_metadata_url if spec.oauth is not None else None,
