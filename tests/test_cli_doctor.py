@@ -55,6 +55,7 @@ def test_a_healthy_setup_passes(make_settings: MakeSettings) -> None:
     assert "GiB free" in checks["home"]["detail"]
     assert checks["server:good"]["detail"].startswith("stdio, unconfined")
     assert "in-process" in checks["server:local"]["detail"]
+    assert "ONNX Runtime queries (int8 for tool search and memory recall)" in checks["embedding"]["detail"]
     # A real process ran in bubblewrap (the default sandbox); only the cgroup half may be missing on a machine.
     assert checks["sandbox:bwrap"]["status"] in ("ok", "warn")
     assert "runs a process in" in checks["sandbox:bwrap"]["detail"]

@@ -210,7 +210,8 @@ def _model_check(settings: HubSettings, users: list[str]) -> Check:
         return Check(name, "fail", f"no sentence-transformers model at {path}", "set exposure.model_path to a folder")
     runtime = settings.embedding.runtime
     onnx = importlib.util.find_spec("onnxruntime") is not None
-    how = "torch" if runtime == "torch" or not onnx else "ONNX Runtime queries"
+    precision = " (int8 for tool search and memory recall)" if settings.embedding.query_precision == "int8" else ""
+    how = "torch" if runtime == "torch" or not onnx else f"ONNX Runtime queries{precision}"
     detail = f"{path.name} at {path} for {', '.join(users)}; {how}"
     if runtime == "onnx" and not onnx:
         return Check(name, "warn", f"{detail} (onnxruntime missing)", "pip install onnxruntime, or runtime 'torch'")
