@@ -229,7 +229,7 @@ class ChatPipeline:
             if not first:  # the turn's route: its reason stands for the turn, any step's id rates it
                 first, reason = result.request_id, result.reason
             asked = None
-            self.runtime.planner.ratings.alias(result.request_id, first)
+            self.runtime.planner.alias(result.request_id, first)
             result = result.model_copy(update={"reason": reason})
             model = model or result.model  # the routed model answers the rest of the turn
             cost += result.cost_usd

@@ -435,6 +435,10 @@ class RoutePlanner:
         if decision is not None and request_id:
             self.ratings.add(request_id, decision, user, asked)
 
+    def alias(self, request_id: str, of: str) -> None:
+        """Let ``request_id`` rate the decision kept under ``of`` (a ``chat`` turn's later steps rate its route)."""
+        self.ratings.alias(request_id, of)
+
     def regenerated(self, user: str, asked: str | None) -> tuple[str, float] | None:
         """The earlier, unrated request of ``user`` that asked the same within ``llm.router.regeneration_window``
         seconds, and how long ago (``None``: there is none, or the request has no fingerprint)."""
