@@ -120,6 +120,14 @@ class CompletionError(HubError):
     """A routed completion could not be produced."""
 
 
+class UnknownRequest(CompletionError):
+    """No routed request of that id is known for the caller (never made, another user's, or too old to keep)."""
+
+
+class AlreadyRated(CompletionError):
+    """The routed answer was rated already; it takes one rating."""
+
+
 class ModelNotFound(CompletionError):
     """No model of that id is in the registry."""
 

@@ -95,6 +95,38 @@ async def test_the_same_request_again_rates_the_earlier_answer_plain_or_streamed
     assert json.loads(chunks[-1][len("data: ") :])["id"] not in {first["id"], second["id"]}
 
 
+async def test_feedback_over_http_rates_an_answer_once(
+    make_settings: MakeSettings, provider_server: ProviderServer
+) -> None:
+    settings = make_settings(
+        {"alpha": inproc("alpha")}, llm=llm_section(provider_server), backends=BACKENDS, memory=NO_MEMORY
+    )
+    async with serve_http_in_process(settings) as url, httpx2.AsyncClient(timeout=10) as http:
+        first = (await http.post(f"{_base(url)}/v1/chat/completions", json=BODY)).json()
+        other = {**BODY, "messages": [{"role": "user", "content": "say bye"}]}
+        second = (await http.post(f"{_base(url)}/v1/chat/completions", json=other)).json()
+        feedback = f"{_base(url)}/v1/feedback"
+        rated = await http.post(feedback, json={"request_id": first["id"], "rating": 0.9})
+        again = await http.post(feedback, json={"request_id": first["id"], "rating": 0.2})
+        regenerated = await http.post(feedback, json={"request_id": second["id"], "rating": "regenerated"})
+        unknown = await http.post(feedback, json={"request_id": "chatcmpl-nope", "rating": 1})
+        bad = [
+            await http.post(feedback, json={"request_id": first["id"], "rating": 3}),
+            await http.post(feedback, json={"request_id": first["id"], "rating": True}),
+            await http.post(feedback, json={"rating": 1}),
+            await http.post(feedback, content=b"{not json"),
+        ]
+    assert rated.status_code == 200, rated.text
+    assert rated.json() == {"request_id": first["id"], "model": "small", "quality": 0.9}
+    assert again.status_code == 409
+    assert "already rated 0.9" in again.json()["error"]["message"]
+    assert regenerated.json()["quality"] == 0.0
+    assert unknown.status_code == 404
+    assert [r.status_code for r in bad] == [400, 400, 400, 400]
+    lines = [json.loads(line) for line in (settings.home / "llm" / "feedback.jsonl").read_text().splitlines()]
+    assert [(x["request_id"], x["quality"]) for x in lines] == [(first["id"], 0.9), (second["id"], 0.0)]
+
+
 async def test_chat_completions_needs_a_token_when_auth_is_on(
     make_settings: MakeSettings, provider_server: ProviderServer
 ) -> None:
@@ -108,6 +140,11 @@ async def test_chat_completions_needs_a_token_when_auth_is_on(
         anonymous = await http.post(endpoint, json=BODY)
         wrong = await http.post(endpoint, json=BODY, headers={"Authorization": "Bearer nope"})
         ok = await http.post(endpoint, json=BODY, headers={"Authorization": f"Bearer {TOKEN}"})
+        rating = {"request_id": ok.json()["id"], "rating": 1}
+        rated_anonymously = await http.post(f"{_base(url)}/v1/feedback", json=rating)
+        rated = await http.post(f"{_base(url)}/v1/feedback", json=rating, headers={"Authorization": f"Bearer {TOKEN}"})
+    assert rated_anonymously.status_code == 401
+    assert rated.status_code == 200, rated.text
     assert anonymous.status_code == 401
     assert wrong.status_code == 401
     assert ok.status_code == 200, ok.text
@@ -121,8 +158,10 @@ async def test_chat_completions_without_a_provider_is_503(make_settings: MakeSet
     settings = make_settings({"alpha": inproc("alpha")})
     async with serve_http_in_process(settings) as url, httpx2.AsyncClient(timeout=10) as http:
         response = await http.post(f"{_base(url)}/v1/chat/completions", json=BODY)
+        rating = await http.post(f"{_base(url)}/v1/feedback", json={"request_id": "chatcmpl-x", "rating": 1})
     assert response.status_code == 503
     assert "no LLM provider configured" in response.json()["error"]["message"]
+    assert rating.status_code == 503
 
 
 async def test_a_request_over_budget_is_refused_before_any_spend(

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from hanzo_hub.errors import CompletionError
+from hanzo_hub.errors import AlreadyRated, UnknownRequest
 from hanzo_hub.llm.types import ChatMessage
 
 __all__ = ["Held", "Ratings", "fingerprint"]
@@ -78,13 +78,14 @@ class Ratings(Generic[D]):
         """Record ``rating`` for ``request_id``'s decision and return it, to be rewarded.
 
         Raises:
-            CompletionError: no such decision of ``user`` is held, or it was rated already.
+            UnknownRequest: no such decision of ``user`` is held.
+            AlreadyRated: it was rated already.
         """
         held = self.get(request_id)
         if held is None or held.user != user:
-            raise CompletionError(f"no routed request '{request_id}' of yours is known (it may be too old)")
+            raise UnknownRequest(f"no routed request '{request_id}' of yours is known (it may be too old)")
         if held.rating is not None:
-            raise CompletionError(
+            raise AlreadyRated(
                 f"request '{request_id}' was already rated {held.rating:g}; a routed answer takes one rating"
             )
         held.rating = rating

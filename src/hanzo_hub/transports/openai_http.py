@@ -4,6 +4,9 @@ Served next to ``/mcp`` inside the same app, so the same authentication applies 
 configured: no token, 401). The body is an OpenAI chat completion request; ``model`` may be omitted (or ``"auto"``)
 to let the router choose. ``stream: true`` answers with server-sent events of ``chat.completion.chunk`` objects and a
 final ``data: [DONE]``. Errors come back in OpenAI's error shape with a fitting status.
+
+``POST /v1/feedback`` rates an answer for the router, as the ``feedback`` tool does: ``{"request_id": <the
+completion's id>, "rating": 0..1 | "regenerated"}``; 404 for an id unknown to the caller, 409 for one rated already.
 """
 
 from __future__ import annotations
@@ -18,18 +21,28 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from hanzo_hub.errors import BudgetExceeded, CompletionError, HubError, ModelNotFound, NoEligibleModel, RateLimited
+from hanzo_hub.errors import (
+    AlreadyRated,
+    BudgetExceeded,
+    CompletionError,
+    HubError,
+    ModelNotFound,
+    NoEligibleModel,
+    RateLimited,
+    UnknownRequest,
+)
 from hanzo_hub.hub.identity import current_user
 from hanzo_hub.hub.llm_runtime import NO_PROVIDER, LlmRuntime
 from hanzo_hub.llm.providers.openai_compat import parse_chat_request, render_chat_response, render_stream_chunk
 from hanzo_hub.llm.ratings import fingerprint
 from hanzo_hub.llm.types import Caller, ChatRequest
 
-__all__ = ["CHAT_PATH", "openai_routes"]
+__all__ = ["CHAT_PATH", "FEEDBACK_PATH", "openai_routes"]
 
 logger = logging.getLogger(__name__)
 
 CHAT_PATH = "/v1/chat/completions"
+FEEDBACK_PATH = "/v1/feedback"
 PROJECT_HEADER = "x-hanzo-project"
 _STATUS: tuple[tuple[type[HubError], int, str], ...] = (
     (BudgetExceeded, 402, "insufficient_quota"),
@@ -112,9 +125,57 @@ class ChatCompletions:
         return StreamingResponse(body(), media_type="text/event-stream", headers=headers)
 
 
+class Feedback:
+    """``POST /v1/feedback`` (an ASGI app): the caller rates one of their routed answers."""
+
+    def __init__(self, runtime: LlmRuntime, local_user: str) -> None:
+        self.runtime = runtime
+        self.local_user = local_user
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = await self.handle(Request(scope, receive))
+        await response(scope, receive, send)
+
+    async def handle(self, request: Request) -> Response:
+        try:
+            body = json.loads(await request.body())
+            request_id, quality = _rating(body)
+        except ValueError as exc:
+            return _error(400, f"bad request: {exc}", "invalid_request")
+        if not self.runtime.available:
+            return _error(503, NO_PROVIDER, "no_provider", "api_error")
+        try:
+            model = await self.runtime.planner.feedback(request_id, quality, current_user(self.local_user))
+        except UnknownRequest as exc:
+            return _error(404, str(exc), "request_not_found")
+        except AlreadyRated as exc:
+            return _error(409, str(exc), "already_rated")
+        except HubError as exc:
+            return _error(503, str(exc), "router_unavailable", "api_error")
+        return JSONResponse({"request_id": request_id, "model": model, "quality": quality})
+
+
+def _rating(body: object) -> tuple[str, float]:
+    """``request_id`` and the rating as a quality in [0, 1] ('regenerated' is 0); ``ValueError`` names the fault."""
+    if not isinstance(body, dict):
+        raise ValueError("the body must be a JSON object")
+    request_id, rating = body.get("request_id"), body.get("rating")
+    if not isinstance(request_id, str) or not request_id:
+        raise ValueError("'request_id' must be the completion's id")
+    if rating == "regenerated":
+        return request_id, 0.0
+    if isinstance(rating, bool) or not isinstance(rating, int | float) or not 0 <= rating <= 1:
+        raise ValueError("'rating' must be a number from 0 to 1, or 'regenerated'")
+    return request_id, float(rating)
+
+
 def openai_routes(runtime: LlmRuntime, local_user: str, *, auth: bool, scopes: list[str] | None = None) -> list[Route]:
-    """The route(s) to add to the MCP app; behind the bearer check when ``auth`` is on."""
-    app: ASGIApp = ChatCompletions(runtime, local_user)
+    """The routes to add to the MCP app; behind the bearer check when ``auth`` is on."""
+    chat: ASGIApp = ChatCompletions(runtime, local_user)
+    feedback: ASGIApp = Feedback(runtime, local_user)
     if auth:
-        app = RequireAuthMiddleware(app, scopes or [])
-    return [Route(CHAT_PATH, endpoint=app, methods=["POST"])]
+        chat, feedback = RequireAuthMiddleware(chat, scopes or []), RequireAuthMiddleware(feedback, scopes or [])
+    return [
+        Route(CHAT_PATH, endpoint=chat, methods=["POST"]),
+        Route(FEEDBACK_PATH, endpoint=feedback, methods=["POST"]),
+    ]
