@@ -63,8 +63,8 @@ def _failure(exc: HubError) -> JSONResponse:
     return _error(502, str(exc), "upstream_error", "api_error")
 
 
-class ChatCompletions:
-    """The endpoint (an ASGI app)."""
+class _Endpoint:
+    """An ASGI app answering each request with :meth:`handle`, for the hub's router and the caller."""
 
     def __init__(self, runtime: LlmRuntime, local_user: str) -> None:
         self.runtime = runtime
@@ -73,6 +73,13 @@ class ChatCompletions:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         response = await self.handle(Request(scope, receive))
         await response(scope, receive, send)
+
+    async def handle(self, request: Request) -> Response:
+        raise NotImplementedError
+
+
+class ChatCompletions(_Endpoint):
+    """``POST /v1/chat/completions``."""
 
     async def handle(self, request: Request) -> Response:
         if request.method != "POST":
@@ -125,16 +132,8 @@ class ChatCompletions:
         return StreamingResponse(body(), media_type="text/event-stream", headers=headers)
 
 
-class Feedback:
-    """``POST /v1/feedback`` (an ASGI app): the caller rates one of their routed answers."""
-
-    def __init__(self, runtime: LlmRuntime, local_user: str) -> None:
-        self.runtime = runtime
-        self.local_user = local_user
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = await self.handle(Request(scope, receive))
-        await response(scope, receive, send)
+class Feedback(_Endpoint):
+    """``POST /v1/feedback``: the caller rates one of their routed answers."""
 
     async def handle(self, request: Request) -> Response:
         try:
