@@ -58,7 +58,8 @@ def test_tools_search_in_a_profile(make_settings: MakeSettings, hub_home: Path) 
 def test_catalog_search_ranks_every_cataloged_server_and_says_which_to_enable(
     make_settings: MakeSettings, hub_home: Path
 ) -> None:
-    settings = make_settings({}, catalog={"enabled": ["git"]})
+    own_index = hub_home.parent / "my-tool-index"
+    settings = make_settings({}, catalog={"enabled": ["git"]}, exposure={"index_path": str(own_index)})
     assert settings.config_file is not None
     base = [sys.executable, "-m", "hanzo_hub", "tools", "search", "--config", str(settings.config_file)]
     base += ["--home", str(hub_home)]
@@ -77,6 +78,7 @@ def test_catalog_search_ranks_every_cataloged_server_and_says_which_to_enable(
     not_enabled = next(row for row in rows if not row["enabled"])
     assert any(line.endswith(f"hanzo-hub catalog enable {not_enabled['server']}") for line in lines)
     assert sorted(p.name for p in hub_home.iterdir()) == ["models"]  # only the model cache: no snapshots, no index
+    assert not own_index.exists()  # the configured index is the hub's own: a catalog search never writes to it
     plain = subprocess.run([*base, "--json", query], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert {row["server"] for row in json.loads(plain.stdout)["tools"]} == {"git"}
 

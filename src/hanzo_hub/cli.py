@@ -243,11 +243,15 @@ def _cmd_tools(args: argparse.Namespace) -> int:
     catalog = load_catalog(settings)
     served = set(served_entries(settings, catalog))
     with tempfile.TemporaryDirectory(prefix="hanzo-hub-catalog-search-") as tmp:
-        # a scratch hub that serves every entry, so nothing is written into the real home but the model cache
+        # a scratch hub that serves every entry, with its own tool index (never the configured one, which it would
+        # rewrite), so nothing is written into the real home or index but the model cache
         everything = settings.model_copy(
             update={
                 "home": Path(tmp),
                 "catalog": settings.catalog.model_copy(update={"enabled": tuple(catalog.entries)}),
+                "exposure": settings.exposure.model_copy(
+                    update={"index_store": "chroma", "index_path": None, "chroma_host": None}
+                ),
                 "embedding": settings.embedding.model_copy(
                     update={"cache_path": settings.embedding.cache_dir(settings.home)}
                 ),
