@@ -321,18 +321,26 @@ def test_embedders_of_one_hub_share_one_loaded_model(shared_cache: Path, tmp_pat
     assert key not in module._LOADED
 
 
+def _two_embedders(shared_cache: Path, tmp_path: Path) -> tuple[Any, Any, Path]:
+    """Two embedders of one hub (say memory's and the router's), built from the same settings so they share one
+    load, and their model cache."""
+    from hanzo_hub.config import EmbeddingSettings
+    from hanzo_hub.vectors import build_embedder
+
+    cache = _int8_cache(shared_cache, tmp_path)
+    settings = EmbeddingSettings(cache_path=cache)
+    first, second = (build_embedder("sentence-transformers", settings, home=tmp_path) for _ in range(2))
+    return first, second, cache
+
+
 def test_a_message_embedded_for_memory_is_not_embedded_again_for_routing(
     shared_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import numpy as np
 
-    from hanzo_hub.config import EmbeddingSettings
-    from hanzo_hub.vectors import build_embedder
     from hanzo_hub.vectors import st_embedder as module
 
-    cache = _int8_cache(shared_cache, tmp_path)
-    memory: Any = build_embedder("sentence-transformers", EmbeddingSettings(cache_path=cache), home=tmp_path)
-    router: Any = build_embedder("sentence-transformers", EmbeddingSettings(cache_path=cache), home=tmp_path)
+    memory, router, cache = _two_embedders(shared_cache, tmp_path)
     assert memory.runtime_in_use == "onnx"
     encoder = memory._onnx
     runs: list[int] = []
@@ -362,12 +370,7 @@ def test_a_query_embedded_for_recall_is_not_embedded_again_for_tool_search(
 ) -> None:
     import numpy as np
 
-    from hanzo_hub.config import EmbeddingSettings
-    from hanzo_hub.vectors import build_embedder
-
-    cache = _int8_cache(shared_cache, tmp_path)
-    memory: Any = build_embedder("sentence-transformers", EmbeddingSettings(cache_path=cache), home=tmp_path)
-    search: Any = build_embedder("sentence-transformers", EmbeddingSettings(cache_path=cache), home=tmp_path)
+    memory, search, _ = _two_embedders(shared_cache, tmp_path)
     assert memory.query_runtime_in_use == "onnx-int8"
     runs: dict[str, int] = {"int8": 0, "fp32": 0}
     for name, encoder in (("int8", memory._shared.int8), ("fp32", memory._onnx)):

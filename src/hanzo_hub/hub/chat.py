@@ -230,7 +230,8 @@ class ChatPipeline:
                 first, reason = result.request_id, result.reason
             asked = None
             self.runtime.planner.alias(result.request_id, first)
-            result = result.model_copy(update={"reason": reason})
+            if result.reason != reason:
+                result = result.model_copy(update={"reason": reason})
             model = model or result.model  # the routed model answers the rest of the turn
             cost += result.cost_usd
             tokens_in += result.usage.input_tokens

@@ -32,7 +32,7 @@ from hanzo_hub.hub.chat import ChatPipeline, ChatTurn
 from hanzo_hub.hub.identity import Acting
 from hanzo_hub.hub.llm_runtime import NO_PROVIDER, LlmRuntime
 from hanzo_hub.hub.memory_mount import DEFAULT_PROJECT, PROJECT_KEY, SESSION_KEY, USER_KEY
-from hanzo_hub.llm.ratings import fingerprint
+from hanzo_hub.llm.ratings import Rating, fingerprint, quality_of
 from hanzo_hub.llm.types import Caller, ChatMessage, ChatRequest, ChatResult
 
 __all__ = ["LLM_SERVER", "build_llm_server", "chat_messages", "result_fields"]
@@ -228,10 +228,8 @@ def _register_feedback(mcp: MCPServer, runtime: LlmRuntime, local_user: str) -> 
     @mcp.tool(
         description="Rate an answer by its request_id, once: a number from 0 (bad) to 1 (good), or 'regenerated'."
     )
-    async def feedback(
-        request_id: str, rating: Annotated[float, Field(ge=0, le=1)] | Literal["regenerated"], ctx: Context[Any, Any]
-    ) -> types.CallToolResult:
-        quality = 0.0 if rating == "regenerated" else float(rating)
+    async def feedback(request_id: str, rating: Rating, ctx: Context[Any, Any]) -> types.CallToolResult:
+        quality = quality_of(rating)
         try:
             model = await runtime.planner.feedback(request_id, quality, _who(ctx, local_user).user)
         except HubError as exc:

@@ -18,14 +18,25 @@ import json
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Annotated, Generic, Literal, TypeVar
+
+from pydantic import Field
 
 from hanzo_hub.errors import AlreadyRated, UnknownRequest
 from hanzo_hub.llm.types import ChatMessage
 
-__all__ = ["Held", "Ratings", "fingerprint"]
+__all__ = ["Held", "Rating", "Ratings", "fingerprint", "quality_of"]
 
 D = TypeVar("D")
+
+Rating = Annotated[float, Field(ge=0, le=1)] | Literal["regenerated"]
+"""What a user rates an answer with (the ``feedback`` tool, ``POST /v1/feedback``): 0 (bad) to 1 (good), or
+'regenerated'."""
+
+
+def quality_of(rating: float | str) -> float:
+    """The reward a :data:`Rating` gives the router ('regenerated' is 0)."""
+    return 0.0 if rating == "regenerated" else float(rating)
 
 
 def fingerprint(messages: Sequence[ChatMessage], *extra: str) -> str:

@@ -16,6 +16,7 @@ import logging
 from collections.abc import AsyncIterator
 
 from mcp.server.auth.middleware.bearer_auth import RequireAuthMiddleware
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -34,7 +35,7 @@ from hanzo_hub.errors import (
 from hanzo_hub.hub.identity import current_user
 from hanzo_hub.hub.llm_runtime import NO_PROVIDER, LlmRuntime
 from hanzo_hub.llm.providers.openai_compat import parse_chat_request, render_chat_response, render_stream_chunk
-from hanzo_hub.llm.ratings import fingerprint
+from hanzo_hub.llm.ratings import Rating, fingerprint, quality_of
 from hanzo_hub.llm.types import Caller, ChatRequest
 
 __all__ = ["CHAT_PATH", "FEEDBACK_PATH", "openai_routes"]
@@ -137,9 +138,8 @@ class Feedback(_Endpoint):
 
     async def handle(self, request: Request) -> Response:
         try:
-            body = json.loads(await request.body())
-            request_id, quality = _rating(body)
-        except ValueError as exc:
+            request_id, quality = _rating(await request.body())
+        except ValidationError as exc:
             return _error(400, f"bad request: {exc}", "invalid_request")
         if not self.runtime.available:
             return _error(503, NO_PROVIDER, "no_provider", "api_error")
@@ -154,18 +154,17 @@ class Feedback(_Endpoint):
         return JSONResponse({"request_id": request_id, "model": model, "quality": quality})
 
 
-def _rating(body: object) -> tuple[str, float]:
-    """``request_id`` and the rating as a quality in [0, 1] ('regenerated' is 0); ``ValueError`` names the fault."""
-    if not isinstance(body, dict):
-        raise ValueError("the body must be a JSON object")
-    request_id, rating = body.get("request_id"), body.get("rating")
-    if not isinstance(request_id, str) or not request_id:
-        raise ValueError("'request_id' must be the completion's id")
-    if rating == "regenerated":
-        return request_id, 0.0
-    if isinstance(rating, bool) or not isinstance(rating, int | float) or not 0 <= rating <= 1:
-        raise ValueError("'rating' must be a number from 0 to 1, or 'regenerated'")
-    return request_id, float(rating)
+class _FeedbackBody(BaseModel):
+    model_config = ConfigDict(strict=True)  # a JSON true is no rating
+
+    request_id: str = Field(min_length=1)
+    rating: Rating
+
+
+def _rating(body: bytes) -> tuple[str, float]:
+    """``request_id`` and the rating's quality; ``ValueError`` (pydantic's) names the fault."""
+    parsed = _FeedbackBody.model_validate_json(body)
+    return parsed.request_id, quality_of(parsed.rating)
 
 
 def openai_routes(runtime: LlmRuntime, local_user: str, *, auth: bool, scopes: list[str] | None = None) -> list[Route]:

@@ -322,16 +322,19 @@ class SentenceTransformerEmbedder:
         cache (``RECENT_TEXTS``): a chat turn's memory recall and its routing embed the same message once.
         """
         self._load()
-        shared = self._shared
-        if len(texts) == 1 and shared is not None and self._cache_recent:
-            vector = shared.remembered(texts[0])
-            if vector is None:
-                with shared.running:
-                    vector = self._embed_array(texts)
-                shared.remember(texts[0], vector[0])
+        return self._through_recent(texts, "fp32", self._embed_array)
+
+    def _through_recent(self, texts: Sequence[str], precision: str, embed: Callable[[Sequence[str]], Any]) -> Any:
+        """``embed(texts)`` while the model is held; a single text comes from (and goes into) the shared load's
+        recent-vector cache under ``precision``."""
+        shared = self._shared if len(texts) == 1 and self._cache_recent else None
+        if shared is not None and (vector := shared.remembered(texts[0], precision)) is not None:
             return vector
         with self._running():
-            return self._embed_array(texts)
+            vectors = embed(texts)
+        if shared is not None:
+            shared.remember(texts[0], vectors[0], precision)
+        return vectors
 
     def _running(self) -> contextlib.AbstractContextManager[Any]:
         return self._shared.running if self._shared is not None else contextlib.nullcontext()
@@ -360,19 +363,12 @@ class SentenceTransformerEmbedder:
         encoder = self._query_encoder()
         if encoder is None or encoder is self._onnx or not 0 < len(texts) <= FAST_PATH_MAX_TEXTS:
             return self.embed_array_sync(texts)
-        shared = self._shared if len(texts) == 1 and self._cache_recent else None
-        if shared is not None and (vector := shared.remembered(texts[0], "int8")) is not None:
-            return vector  # a chat turn: memory recall and tool search ask for the same message
-        try:
-            with self._running():
-                vectors = encoder.grouped(texts)
+        try:  # a chat turn's memory recall and tool search ask for the same message: embedded once
+            return self._through_recent(texts, "int8", encoder.grouped)
         except Exception as exc:  # a broken session: full precision from now on
             logger.warning("int8 query encoder failed (%s: %s); queries stay fp32", type(exc).__name__, exc)
             self._onnx_query = self._onnx
             return self.embed_array_sync(texts)
-        if shared is not None:
-            shared.remember(texts[0], vectors[0], "int8")
-        return vectors
 
     async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
         """``embed_queries_sync`` in a worker thread, one call at a time."""
