@@ -25,5 +25,6 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     sleep 10
   done
   echo "$want" >"$stamp"
+  export HANZO_INSTALLED=1  # for scripts/run: this run installed or updated the project
 fi
 export PATH="$VENV/bin:$PATH"

@@ -10,6 +10,7 @@ hanzo-hub secrets set|list|rm ...           (hub/policy_cli.py)
 hanzo-hub auth login|status|logout ...      (hub/auth_cli.py)
 hanzo-hub policy show|check ...
 hanzo-hub doctor [--probe] [--json]         (doctor/)
+hanzo-hub prepare                           export and check the embedding model once (later starts skip torch)
 ```
 """
 
@@ -73,6 +74,11 @@ def _parser() -> argparse.ArgumentParser:
     token = commands.add_parser("token", help="make a bearer token for the HTTP endpoint")
     token.add_argument("--user", required=True, help="the user id the token stands for")
 
+    commands.add_parser(
+        "prepare",
+        parents=[common],
+        help="export and check the embedding model into the hub's model cache now, so that its first use skips torch",
+    )
     snippet = commands.add_parser("snippet", parents=[common], help="print the entry to paste into a client config")
     snippet.add_argument("--http", action="store_true", help="print an HTTP entry instead")
     catalog_cli.register(commands, common)
@@ -314,6 +320,42 @@ def _tools_search(args: argparse.Namespace, settings: HubSettings, served: set[s
     return 0
 
 
+def _cmd_prepare(args: argparse.Namespace) -> int:
+    """Load every configured sentence-transformers model the way the hub does (export, check, int8 copy), so that
+    the hub's first memory call or tool search opens the checked graph without torch."""
+    import time
+
+    from hanzo_hub.errors import EmbeddingError
+    from hanzo_hub.vectors import build_embedder
+
+    _configure_logging(args.log_level or "WARNING")
+    settings = _settings(args)
+    models: dict[str, Path | None] = {}
+    if settings.memory.enabled and settings.memory.embedder == "sentence-transformers":
+        models.setdefault("default", None)
+    if settings.exposure.embedder == "sentence-transformers":
+        path = settings.exposure.model_path
+        models.setdefault(str(path) if path is not None else "default", path)
+    if not models:
+        print("no sentence-transformers embedder is configured: nothing to prepare")
+        return 0
+    cache = settings.embedding.cache_dir(settings.home)
+    for name, path in models.items():
+        started = time.perf_counter()
+        embedder: Any = build_embedder("sentence-transformers", settings.embedding, home=settings.home, model_path=path)
+        try:
+            embedder.embed_sync(["prepare the embedding model"])
+            embedder.embed_queries_sync(["prepare the query path"])
+        except EmbeddingError as exc:
+            print(f"hanzo-hub prepare: model {name}: {exc}", file=sys.stderr)
+            return 1
+        how = "already prepared" if not embedder.torch_loaded else "exported and checked"
+        ready = embedder.runtime_in_use == "onnx"
+        after = "later starts serve it without torch" if ready else "it runs on torch (no ONNX Runtime path)"
+        print(f"model {name}: {how} in {cache} ({time.perf_counter() - started:.1f} s); {after}")
+    return 0
+
+
 def _cmd_token(args: argparse.Namespace) -> int:
     import secrets
 
@@ -352,6 +394,7 @@ COMMANDS = {
     "import": _cmd_import,
     "snippet": _cmd_snippet,
     "token": _cmd_token,
+    "prepare": _cmd_prepare,
     "tools": _cmd_tools,
     "catalog": _cmd_catalog,
     "secrets": _cmd_policy,
