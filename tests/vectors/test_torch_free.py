@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+from mcp import StdioServerParameters, stdio_client
+from mcp.client.session import ClientSession
 
-from tests.conftest import REPO
+from tests.conftest import REPO, MakeSettings, hub_command, inproc, live_children, text_of
 from tests.vectors.conftest import embedder
 
 pytestmark = pytest.mark.model
@@ -154,3 +158,33 @@ def test_a_failing_session_in_a_torch_free_load_falls_back_to_torch(
     assert (
         float((made.embed_array_sync(QUERIES) * torch_embedder.encode_array_sync(QUERIES)).sum(axis=1).min()) > 0.9999
     )
+
+
+async def test_a_hub_over_stdio_serves_memory_without_loading_torch(
+    shared_cache: Path, make_settings: MakeSettings, tmp_path: Path
+) -> None:
+    """A real hub process whose home holds a checked export (as after ``hanzo-hub prepare`` or any earlier start):
+    remember and recall embed through ONNX Runtime and the process never maps torch."""
+    settings = make_settings({"alpha": inproc("alpha")}, memory={"enabled": True})  # names as beside any server
+    cache = settings.embedding.cache_dir(settings.home)
+    assert cache is not None
+    shutil.copytree(shared_cache, cache)
+    argv = hub_command(settings)
+    argv[argv.index("--log-level") + 1] = "INFO"
+    params = StdioServerParameters(command=argv[0], args=argv[1:], cwd=str(REPO), env=dict(os.environ))
+    log = tmp_path / "hub.log"
+    with log.open("w") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            listed = {tool.name for tool in (await session.list_tools()).tools}
+            note = {"content": "The deploy key lives in the vault", "tier": "project"}
+            stored = await session.call_tool("memory__remember", note)
+            found = await session.call_tool("memory__recall", {"query": "where is the deploy key"})
+            (hub,) = [p for p in live_children() if "hanzo_hub" in " ".join(p.cmdline())]
+            maps = await anyio.Path(f"/proc/{hub.pid}/maps").read_text(encoding="utf-8", errors="replace")
+    assert {"memory__remember", "memory__recall"} <= listed
+    assert not stored.is_error, text_of(stored)
+    assert "deploy key" in text_of(found)
+    assert "onnxruntime" in maps  # the model did run in this process
+    assert "libtorch" not in maps
+    assert "served by ONNX Runtime alone" in log.read_text(encoding="utf-8")
