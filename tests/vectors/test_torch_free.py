@@ -188,3 +188,19 @@ async def test_a_hub_over_stdio_serves_memory_without_loading_torch(
     assert "onnxruntime" in maps  # the model did run in this process
     assert "libtorch" not in maps
     assert "served by ONNX Runtime alone" in log.read_text(encoding="utf-8")
+
+
+def test_batches_run_at_once_give_the_vectors_of_one_run_at_a_time(shared_cache: Path, tmp_path: Path) -> None:
+    import numpy as np
+
+    from hanzo_hub.vectors import onnx_runtime
+
+    made = embedder(_copy(shared_cache, tmp_path))
+    made.embed_array_sync(["load"])
+    texts = [*TEXTS, *(t.upper() for t in TEXTS), *(t[: 7 + i] for i, t in enumerate(TEXTS))]
+    one = made._onnx.grouped(texts, max_size=8, workers=1)
+    several = made._onnx.grouped(texts, max_size=8, workers=3)  # more batches than workers, rows back in place
+    assert np.abs(one - several).max() < 1e-6
+    assert np.abs(made.embed_array_sync(texts) - one).max() < 1e-5  # a torch-free load's batch path
+    assert 1 <= onnx_runtime.batch_workers(None) <= 4
+    assert onnx_runtime.batch_workers(10**6) == 1

@@ -401,7 +401,11 @@ class SentenceTransformerEmbedder:
         small = len(texts) <= FAST_PATH_MAX_TEXTS
         if onnx is not None and (small or self._model is None):  # torch-free: every batch, by similar lengths
             try:
-                return onnx.grouped(texts) if small else onnx.grouped(texts, max_size=self._batch_size)
+                if small:
+                    return onnx.grouped(texts)
+                from hanzo_hub.vectors.onnx_runtime import batch_workers
+
+                return onnx.grouped(texts, max_size=self._batch_size, workers=batch_workers(self._onnx_threads))
             except Exception as exc:  # a broken session: torch from now on
                 logger.warning("ONNX Runtime embedding failed (%s: %s); using torch", type(exc).__name__, exc)
                 self._onnx = None
