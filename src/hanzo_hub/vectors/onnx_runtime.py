@@ -26,6 +26,7 @@ thread, never on the event loop.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib.metadata
 import logging
@@ -88,12 +89,18 @@ def _version(dist: str) -> str:
 
 
 def cache_key(model_dir: Path) -> str:
-    """A hash of the model's weight and config files and of the exporting libraries' versions."""
-    digest = hashlib.sha256(f"opset={OPSET}".encode())
+    """A hash of the model's weight and config files and of the exporting libraries' versions (hashed once per
+    process while the files keep their size and modification time)."""
     files = sorted({p for pattern in MODEL_FILES for p in model_dir.glob(pattern) if p.is_file()})
     if not files:
         raise EmbeddingError(f"no model weights under {model_dir}")
-    for path in files:
+    return _hashed(tuple((path, path.stat().st_size, path.stat().st_mtime_ns) for path in files))
+
+
+@functools.lru_cache(maxsize=8)
+def _hashed(files: tuple[tuple[Path, int, int], ...]) -> str:
+    digest = hashlib.sha256(f"opset={OPSET}".encode())
+    for path, _size, _mtime in files:
         digest.update(path.name.encode())
         with path.open("rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):

@@ -149,7 +149,6 @@ class SentenceTransformerEmbedder:
         self._threads = threads
         self._max_seq_length = max_seq_length
         self._batch_size = batch_size
-        self._model: Any = None
         self._direct: Callable[[list[str]], Any] | None = None
         self._dimension: int | None = None
         self._runtime = runtime
@@ -180,6 +179,11 @@ class SentenceTransformerEmbedder:
         return self._dimension
 
     @property
+    def _model(self) -> Any:
+        """The shared load's sentence-transformers model (None before the first use and while ONNX alone serves)."""
+        return self._shared.model if self._shared is not None else None
+
+    @property
     def torch_loaded(self) -> bool:
         """Whether this embedder's model is loaded in torch (False before the first use and while its load serves
         from ONNX Runtime alone)."""
@@ -205,7 +209,6 @@ class SentenceTransformerEmbedder:
             self._direct, self._dimension, self._onnx = loaded.direct, loaded.dimension, loaded.onnx
             self.onnx_exported = fresh and loaded.exported
             self._onnx_query = self._onnx  # the int8 encoder replaces it on the first query that wants it
-            self._model = loaded.model
             return loaded
 
     def _load_stored(self) -> _Loaded | None:
@@ -239,7 +242,7 @@ class SentenceTransformerEmbedder:
                     model, direct, _ = self._load_torch()
                     shared.direct, shared.model = direct, model
         with self._load_lock:
-            self._model, self._direct = shared.model, shared.direct
+            self._direct = shared.direct
         return shared.model
 
     def _load_torch(self) -> tuple[Any, Callable[[list[str]], Any] | None, int]:
