@@ -34,6 +34,7 @@ from hanzo_hub.selection.text import TextOptions, tool_id, tool_text
 from hanzo_hub.vectors.st_embedder import SentenceTransformerEmbedder
 
 KS = (5, 10, 15, 20)
+CEILING_DEPTHS = (20, 30, 40, 50)
 QueryFn = Callable[[Sequence[str]], np.ndarray]
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".cache" / "embeddings.pkl"
@@ -91,6 +92,7 @@ PIPELINE_METHOD = "hybrid (shipped default: dense 1.5, k=20, fused order)"
 PREVIOUS_METHOD = "hybrid, previous default (dense 1.5, k=20, sub-query round-robin)"
 SHIPPED_METHOD = "hybrid as shipped (shipped default + query adapter, int8 query encoder)"
 SHIPPED_PIPELINE = "pipeline as shipped (int8 queries + query adapter, stage 1 top-20 -> <=15 tools, 4K tokens)"
+CEILING = "stage-2 ceiling as shipped (recall within stage 1's top n: the most a perfect LLM filter could keep)"
 INT8_METHOD = "hybrid (shipped default), int8 query encoder, no adapter"
 INT8_PIPELINE = "pipeline, int8 queries, no adapter (stage 1 top-20 -> <=15 tools, 4K tokens)"
 ADAPTED = {  # method -> the method it maps with the bundled query adapter (fp32 query vectors)
@@ -146,12 +148,25 @@ def score(ranked_ids: list[list[str]], queries: list[ds.Query]) -> dict[str, flo
     return out
 
 
-def rank_all(ret: HybridRetriever, ids: list[str], queries: list[ds.Query], embed: QueryFn) -> list[list[str]]:
+def rank_all(
+    ret: HybridRetriever, ids: list[str], queries: list[ds.Query], embed: QueryFn, depth: int = 20
+) -> list[list[str]]:
     out = []
     for q in queries:
         texts = [q.text, *(subqueries(q.text) if ret.params.decompose else [])]
         vecs = embed(texts) if ret.dense is not None else None
-        out.append([ids[i] for i in ret.retrieve(q.text, 20, vecs).indices])
+        out.append([ids[i] for i in ret.retrieve(q.text, depth, vecs).indices])
+    return out
+
+
+def ceiling(ranked: list[list[str]], queries: list[ds.Query]) -> dict[str, float]:
+    """Recall and all-gold within stage 1's top ``n`` for deeper candidate lists: the most a stage-2 filter handed
+    ``n`` candidates (``exposure.stage1_candidates``) could keep, were it perfect."""
+    out: dict[str, float] = {}
+    for n in CEILING_DEPTHS:
+        hits = [[bool(g & set(top[:n])) for g in q.gold] for top, q in zip(ranked, queries, strict=True)]
+        out[f"ceiling_recall@{n}"] = round(statistics.fmean(sum(h) / len(h) for h in hits), 3)
+        out[f"ceiling_all_gold@{n}"] = round(statistics.fmean(float(all(h)) for h in hits), 3)
     return out
 
 
@@ -311,9 +326,15 @@ def evaluate(embed: CachedEmbedder, shipped_queries: QueryFn, adapter: QueryAdap
         per[INT8_METHOD] = scored(int8)
         per[INT8_PIPELINE] = pipeline(tools, int8, queries)
         shipped = build(tools, *METHODS[PIPELINE_METHOD], embed, adapter)
-        ranked = rank_all(shipped, ids, queries, int8_queries)
+        deep = rank_all(shipped, ids, queries, int8_queries, depth=max(CEILING_DEPTHS))
+        ranked = [top[:20] for top in deep]
         per[SHIPPED_METHOD] = scored(ranked)
         per[SHIPPED_PIPELINE] = pipeline(tools, ranked, queries)
+        per[CEILING] = ceiling(deep, queries)
+        if catalog:
+            held_out = [i for i, q in enumerate(queries) if q.split == "test"]
+            test = ceiling([deep[i] for i in held_out], [queries[i] for i in held_out])
+            per[CEILING] |= {f"test_{k}": v for k, v in test.items()}
         results[set_name] = per
         embed.save()  # a long run that dies later keeps the embeddings of the sets done so far
         print(set_name, json.dumps(per), flush=True)
@@ -340,7 +361,7 @@ def markdown(results: dict[str, Any], lat: list[dict[str, Any]], config: dict[st
                     cells += [m[k] for k in ("dev R@15", "test R@15", "dev All@15", "test All@15")]
                 lines.append(f"| {method} | " + " | ".join(str(c) for c in cells) + " |")
         for method, m in per.items():
-            if "final_recall" in m:
+            if "final_recall" in m or "ceiling_recall@20" in m:
                 lines += ["", f"**{method}**: " + ", ".join(f"{k} {v}" for k, v in m.items())]
         lines.append("")
     lines += [
