@@ -71,6 +71,15 @@ class ExposureSettings(_Model):
     chroma_port: int = Field(default=8000, gt=0)
     max_tools: int = Field(default=15, ge=1, le=50, description="Most tools one find_tools answer returns.")
     token_budget: int = Field(default=4000, ge=200, description="Tokens the selected definitions may take.")
+    stage1_candidates: int | None = Field(
+        default=None,
+        ge=1,
+        le=200,
+        description="Tools stage 1 ranks for each find_tools query: the list the LLM filter reads and keeps at "
+        "most max_tools of (without a filter, the first that fit the budget are returned). Unset: 40 when a filter "
+        "reads them, 20 without one, or max_tools when that is larger. A deeper list lets the filter recover tools "
+        "ranked low, for a longer prompt.",
+    )
     llm_filter: Literal["auto", "sampling", "router", "off"] = Field(
         default="auto",
         description="Stage 2 of find_tools: 'sampling' asks the client's own model, 'router' the hub's routing "
@@ -85,6 +94,15 @@ class ExposureSettings(_Model):
     profile_header: str = Field(
         default="x-hanzo-profile", description="HTTP header (or query parameter 'profile') that picks a profile."
     )
+
+    @model_validator(mode="after")
+    def _candidates_cover_max_tools(self) -> ExposureSettings:
+        if self.stage1_candidates is not None and self.stage1_candidates < self.max_tools:
+            raise ValueError(
+                f"exposure: stage1_candidates ({self.stage1_candidates}) is below max_tools ({self.max_tools}), "
+                "so find_tools could never return max_tools tools; raise it or leave it unset"
+            )
+        return self
 
     @model_validator(mode="after")
     def _known_profiles(self) -> ExposureSettings:
