@@ -131,9 +131,9 @@ def build(
     return HybridRetriever(BM25Index(texts), dense, [t.get("server", "") for t in tools], embed, params, adapter)
 
 
-def score(ranked_ids: list[list[str]], queries: list[ds.Query]) -> dict[str, float]:
+def score(ranked_ids: list[list[str]], queries: list[ds.Query], ks: Sequence[int] = KS) -> dict[str, float]:
     out: dict[str, float] = {}
-    for k in KS:
+    for k in ks:
         recall, complete = [], []
         for top, q in zip(ranked_ids, queries, strict=True):
             hits = [bool(g & set(top[:k])) for g in q.gold]
@@ -162,11 +162,10 @@ def rank_all(
 def ceiling(ranked: list[list[str]], queries: list[ds.Query]) -> dict[str, float]:
     """Recall and all-gold within stage 1's top ``n`` for deeper candidate lists: the most a stage-2 filter handed
     ``n`` candidates (``exposure.stage1_candidates``) could keep, were it perfect."""
+    res = score(ranked, queries, CEILING_DEPTHS)
     out: dict[str, float] = {}
     for n in CEILING_DEPTHS:
-        hits = [[bool(g & set(top[:n])) for g in q.gold] for top, q in zip(ranked, queries, strict=True)]
-        out[f"ceiling_recall@{n}"] = round(statistics.fmean(sum(h) / len(h) for h in hits), 3)
-        out[f"ceiling_all_gold@{n}"] = round(statistics.fmean(float(all(h)) for h in hits), 3)
+        out[f"ceiling_recall@{n}"], out[f"ceiling_all_gold@{n}"] = res[f"R@{n}"], res[f"All@{n}"]
     return out
 
 

@@ -32,14 +32,7 @@ from hanzo_hub.llm.types import Caller, ChatMessage, ChatRequest, ChatResult, Co
 from hanzo_hub.selection.adapter import QueryAdapter, adapter_for
 from hanzo_hub.selection.dense import SyncStats
 from hanzo_hub.selection.llm_filter import LlmFilter
-from hanzo_hub.selection.pipeline import (
-    DEFAULT_TEXT,
-    FILTER_TOP_N,
-    STAGE1_TOP_N,
-    Selection,
-    Stage2Filter,
-    ToolSelector,
-)
+from hanzo_hub.selection.pipeline import DEFAULT_TEXT, Selection, Stage2Filter, ToolSelector
 from hanzo_hub.selection.text import content_hash, tool_text
 from hanzo_hub.vectors import VECTOR_STORES, build_embedder, load_impl
 from hanzo_hub.vectors.base import Embedder, VectorStore, embed_queries
@@ -368,10 +361,9 @@ class ToolSearch:
         """
         selector = await self._index(tools)
         allowed = self.allowed(profile) if profile else None
-        stage2 = self.stage2_for(ctx)
-        settings = self._settings
-        depth = settings.stage1_candidates or max(FILTER_TOP_N if stage2 else STAGE1_TOP_N, settings.max_tools)
-        selection = await selector.select(query, stage2=stage2, allowed=allowed, candidates=depth)
+        selection = await selector.select(
+            query, stage2=self.stage2_for(ctx), allowed=allowed, candidates=self._settings.stage1_candidates
+        )
         by_name = {tool.name: tool for tool in tools}
         return selection, [by_name[c.id] for c in selection.tools if c.id in by_name]
 

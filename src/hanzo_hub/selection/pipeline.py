@@ -176,8 +176,10 @@ class ToolSelector:
         allowed: Callable[[str], bool] | None = None,
         candidates: int | None = None,
     ) -> Selection:
-        """Select the tools for ``query``: stage 1 (``candidates`` tools; default ``top_n``), optional stage 2, core
-        tools, then the count and token budget."""
+        """Select the tools for ``query``: stage 1, optional stage 2, core tools, then the count and token budget.
+
+        Stage 1 ranks ``candidates`` tools; unset, ``FILTER_TOP_N`` when ``stage2`` reads them, else ``top_n``, and
+        never fewer than ``max_tools``."""
         timings: dict[str, float] = {}
         start = time.perf_counter()
         vectors = None
@@ -185,7 +187,8 @@ class ToolSelector:
             vectors = np.asarray(await embed_queries(self.embedder, self.query_texts(query)), dtype=np.float32)
             timings["embed"] = (time.perf_counter() - start) * 1000
         search_start = time.perf_counter()
-        ranked = self.stage1(query, candidates, query_vectors=vectors, allowed=allowed)
+        depth = candidates or max(FILTER_TOP_N if stage2 is not None else self.top_n, self.max_tools)
+        ranked = self.stage1(query, depth, query_vectors=vectors, allowed=allowed)
         timings["search"] = (time.perf_counter() - search_start) * 1000
         timings["stage1"] = (time.perf_counter() - start) * 1000
         ordered, status, note = await self._stage2(query, ranked, stage2, timings)

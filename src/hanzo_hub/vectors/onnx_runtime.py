@@ -94,7 +94,8 @@ def cache_key(model_dir: Path) -> str:
     files = sorted({p for pattern in MODEL_FILES for p in model_dir.glob(pattern) if p.is_file()})
     if not files:
         raise EmbeddingError(f"no model weights under {model_dir}")
-    return _hashed(tuple((path, path.stat().st_size, path.stat().st_mtime_ns) for path in files))
+    stats = [(path, path.stat()) for path in files]
+    return _hashed(tuple((path, st.st_size, st.st_mtime_ns) for path, st in stats))
 
 
 @functools.lru_cache(maxsize=8)
