@@ -5,8 +5,12 @@ LongMemEval questions outside ``longmemeval_s_cleaned_subset200``.
 question (outside the subset, abstentions excluded) this builds a haystack the way LongMemEval_S is built: its own
 evidence sessions at their real dates, plus ``SESSIONS`` minus that many sessions drawn (seeded by question id)
 from the other training questions' evidence sessions, their ``has_answer`` marks removed, dated uniformly between
-120 days before the first evidence session and the question, all in date order. The distractors are other users'
-personal conversations (LongMemEval_S mixes those with ShareGPT / UltraChat chats), so the set is a little harder
+a start and the question, all in date order. The start is drawn so that the evidence sessions' mean date lies a
+uniform fraction (5% to 100%) of the span back from the question, as evidence lies anywhere in LongMemEval_S's
+haystacks. Until 2026-12-08 the distractors (the same sessions) were dated from 120 days before the first evidence
+session, which put the gold turns in the newest 6% of a haystack at the median (the benchmark: 48%): position and
+age told gold from distractors there, as they do not in the benchmark. The distractors are other users' personal
+conversations (LongMemEval_S mixes those with ShareGPT / UltraChat chats), so the set is a little harder
 on topic and a little smaller (about 280 user turns against about 500).
 
 ``train_memory_adapter.py`` picks the adapter's regularisation and every fusion weight on it, by two-fold
@@ -30,8 +34,10 @@ from _memory_retrieval import Haystack, parse_date
 ORACLE = DATA.parent / "longmemeval_oracle.json.gz"
 SESSIONS = 48
 """Sessions per haystack (LongMemEval_S has about 48)."""
-SPAN_BEFORE = 120 * 86400
-"""Distractors are dated from this long before the first evidence session up to the question."""
+EVIDENCE_BACK = (0.05, 1.0)
+"""How far back, as a fraction of the distractors' span, the evidence sessions' mean date lies: drawn uniformly from
+this range per question, so the evidence sits anywhere in the haystack as in LongMemEval_S. Gold turns then lie a
+median 44% of the haystack back from the question (the benchmark: 48%)."""
 
 
 def training_items() -> list[dict[str, Any]]:
@@ -68,10 +74,12 @@ def dev_items(items: list[dict[str, Any]], seed: int = 0) -> list[dict[str, Any]
                 strict=True,
             )
         )
-        start = min(t for t, _, _ in own) - SPAN_BEFORE
         ids = {sid for _, sid, _ in own}
         others = [p for p in pool if p[0] != n and p[1] not in ids]
         drawn = rng.sample(others, max(0, SESSIONS - len(own)))
+        middle = sum(t for t, _, _ in own) / len(own)
+        # Distractors fill [start, asked): the evidence's mean date lands a uniform fraction of the way back.
+        start = asked - max(asked - middle, 3600.0) / rng.uniform(*EVIDENCE_BACK)
         sessions = own + [(rng.uniform(start, asked - 3600), f"x{o}-{sid}", _unmarked(s)) for o, sid, s in drawn]
         sessions.sort(key=lambda s: s[0])
         out.append(

@@ -66,17 +66,17 @@ class MemorySettings(_Model):
     recency_weight: float = 0.05
     recency_half_life_days: float = Field(default=30.0, gt=0)
     time_weight: float = Field(
-        default=0.2,
+        default=0.1,
         ge=0,
         description="Bonus for memories made in the time a query names ('ten days ago', 'last Saturday'); 0: off.",
     )
     feedback_weight: float = Field(
-        default=0.7,
+        default=0.4,
         ge=0,
         description="Pseudo-relevance feedback: how far the query vector moves towards the mean of the best "
         "feedback_top hits before every candidate's cosine is scored again; 0: off.",
     )
-    feedback_top: int = Field(default=3, ge=1, description="Best hits whose vectors the feedback moves towards.")
+    feedback_top: int = Field(default=4, ge=1, description="Best hits whose vectors the feedback moves towards.")
     lexical: bool = Field(default=True, description="Fuse BM25 with the dense scores.")
     lexical_max_entries: int = Field(default=200_000, ge=0, description="Tiers larger than this use dense only.")
     token_budget: int = Field(default=2000, ge=1, description="Recall results are cut to this many tokens.")

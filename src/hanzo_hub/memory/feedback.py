@@ -9,8 +9,8 @@ ranking, the query vector is moved towards the mean of the ``feedback_top`` best
 and every candidate's semantic part is scored again with ``q'`` (lexical-only candidates get one too). Only the
 candidates the tiers already returned are re-scored: no second search, and the vectors come from each scope's
 in-process copy (:mod:`hanzo_hub.memory.vector_cache`), not from the vector store. The weights were
-chosen on the memory development set (``bench/tune_memory_feedback.py``), where turn all-evidence@10 rose from 0.832
-to 0.852 and session all-evidence@5 from 0.901 to 0.936.
+chosen on the memory development set (``bench/tune_memory_feedback.py``), where turn all-evidence@10 rose from 0.824
+to 0.840 and session all-evidence@5 from 0.880 to 0.918.
 """
 
 from __future__ import annotations
