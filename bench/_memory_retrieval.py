@@ -132,9 +132,8 @@ def score_ranking(h: Haystack, ranking: list[int], acc: dict[str, list[float]]) 
         acc.setdefault(f"official session_recall_any@{k}", []).append(float(bool(official_s & set(rs[:k]))))
     if gold_t:
         acc.setdefault("turn_ndcg@10", []).append(ndcg(rt, gold_t, 10))
-        for (
-            n
-        ) in CEILING_DEPTHS:  # what a re-ranker handed the top n (memory.rerank_top) could at best put in the top 10
+        # what a re-ranker handed the top n (memory.rerank_top) could at best put in the top 10
+        for n in CEILING_DEPTHS:
             acc.setdefault(f"turn_recall_all@{n} (re-rank ceiling)", []).append(float(gold_t <= set(rt[:n])))
     acc.setdefault("session_ndcg@10", []).append(ndcg(rs, h.gold_sessions, 10))
     top10 = set(ranking[:10])

@@ -15,7 +15,7 @@ from typing import Any
 _BENCH = str(Path(__file__).resolve().parents[2] / "bench")
 sys.path.insert(0, _BENCH)
 try:
-    from _memory_dev import SESSIONS, dev_items
+    from _memory_dev import SESSIONS, _date, dev_items
     from _memory_retrieval import parse_date
 finally:
     sys.path.remove(_BENCH)
@@ -23,22 +23,18 @@ finally:
 ASKED = datetime(2023, 5, 20, 12, 0)
 
 
-def _stamp(when: datetime) -> str:
-    return when.strftime("%Y/%m/%d (%a) %H:%M")
-
-
 def _question(n: int) -> dict[str, Any]:
     """Two evidence sessions, 1-6 days before the question, each with one marked user turn."""
     sessions, dates, ids = [], [], []
     for k in range(2):
-        dates.append(_stamp(ASKED - timedelta(days=1 + (n + 3 * k) % 6, hours=k)))
+        dates.append(_date((ASKED - timedelta(days=1 + (n + 3 * k) % 6, hours=k)).timestamp()))
         ids.append(f"answer_{n}_{k}")
         sessions.append([
             {"role": "user", "content": f"fact {n}.{k}", "has_answer": True},
             {"role": "assistant", "content": "noted"},
             {"role": "user", "content": f"chat {n}.{k}", "has_answer": False},
         ])  # fmt: skip
-    return {"question_id": f"q{n}", "question_date": _stamp(ASKED), "haystack_dates": dates,
+    return {"question_id": f"q{n}", "question_date": _date(ASKED.timestamp()), "haystack_dates": dates,
             "haystack_session_ids": ids, "haystack_sessions": sessions}  # fmt: skip
 
 
